@@ -1,0 +1,1 @@
+//! Interoperability with dsh's persistence files (JSONL and SQLite).

@@ -1,0 +1,1 @@
+//! The segmented append-only log: frames, records, segments, group commit and recovery.

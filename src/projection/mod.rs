@@ -1,0 +1,1 @@
+//! Projections: pure folds over a session's events, checkpointed in the index.

@@ -1,0 +1,1 @@
+//! Session semantics: surface, derived messages, invariants, crash repair, fork.
