@@ -1,0 +1,1 @@
+//! dsh packed chunk rows (`text-chunks`, `reasoning-chunks`, `tool-call-chunks`).

@@ -1,0 +1,1 @@
+//! dsh's JSONL persistence format (plain and zstd).

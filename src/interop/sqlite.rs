@@ -1,0 +1,1 @@
+//! dsh's SQLite persistence format (schemas 15, 17 and 18).
