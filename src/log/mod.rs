@@ -1,1 +1,153 @@
-//! The segmented append-only log: frames, records, segments, group commit and recovery.
+//! The segmented append-only log: frames, records, segments and the scan recovery uses.
+//!
+//! One log stream holds every session's records (as in raft-engine): one `fdatasync` makes the
+//! appends of all sessions durable. See `format-spec.md` for the bytes.
+
+pub mod frame;
+pub mod record;
+pub mod scan;
+pub mod segment;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::error::{DecodeError, LogPosition, ReadError};
+use crate::fs::{FileSystem, OpenMode, StorageFile};
+use frame::{FRAME_HEADER_LEN, FrameHeader, FrameLimits};
+
+/// The segment files of one store: creation, cached handles, frame reads.
+#[derive(Debug)]
+pub struct Segments {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    writable: bool,
+    handles: Mutex<BTreeMap<u64, Arc<dyn StorageFile>>>,
+}
+
+impl Segments {
+    /// Opens the segments directory `dir` (created when writable and missing).
+    pub fn new(fs: Arc<dyn FileSystem>, dir: PathBuf, writable: bool) -> io::Result<Self> {
+        if writable {
+            fs.create_dir_all(&dir)?;
+        }
+        Ok(Segments {
+            fs,
+            dir,
+            writable,
+            handles: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// The segments directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The path of segment `number`.
+    pub fn path(&self, number: u64) -> PathBuf {
+        segment::path(&self.dir, number)
+    }
+
+    /// The numbers of all segment files present, ascending.
+    pub fn list(&self) -> io::Result<Vec<u64>> {
+        if !self.fs.exists(&self.dir) {
+            return Ok(Vec::new());
+        }
+        let mut numbers: Vec<u64> = self
+            .fs
+            .list(&self.dir)?
+            .iter()
+            .filter_map(|n| segment::parse_file_name(n))
+            .collect();
+        numbers.sort_unstable();
+        Ok(numbers)
+    }
+
+    /// An open handle on segment `number` (cached).
+    pub fn file(&self, number: u64) -> io::Result<Arc<dyn StorageFile>> {
+        let mut handles = self.handles.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = handles.get(&number) {
+            return Ok(f.clone());
+        }
+        let mode = if self.writable {
+            OpenMode::ReadWrite
+        } else {
+            OpenMode::Read
+        };
+        let f = self.fs.open(&self.path(number), mode)?;
+        handles.insert(number, f.clone());
+        Ok(f)
+    }
+
+    /// Creates segment `number` with its header, syncs it and the directory.
+    pub fn create(&self, number: u64) -> io::Result<Arc<dyn StorageFile>> {
+        let path = self.path(number);
+        let f = self.fs.open(&path, OpenMode::CreateNew)?;
+        f.write_all_at(&segment::encode_header(number), 0)?;
+        f.sync_data()?;
+        self.fs.sync_dir(&self.dir)?;
+        self.handles
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(number, f.clone());
+        Ok(f)
+    }
+
+    /// Removes segment `number` and syncs the directory.
+    pub fn remove(&self, number: u64) -> io::Result<()> {
+        self.handles.lock().unwrap_or_else(|p| p.into_inner()).remove(&number);
+        self.fs.remove_file(&self.path(number))?;
+        self.fs.sync_dir(&self.dir)
+    }
+
+    /// Reads and checks the frame at `position` whose on-disk length is `frame_len`, returning
+    /// its decompressed payload.
+    pub fn read_frame(
+        &self,
+        position: LogPosition,
+        frame_len: u32,
+        limits: &FrameLimits,
+    ) -> Result<Vec<u8>, ReadError> {
+        let io_err = |source| ReadError::Io {
+            path: self.path(position.segment),
+            source,
+        };
+        let corrupt = |e: DecodeError| ReadError::Corruption {
+            position,
+            detail: e.to_string(),
+        };
+        if (frame_len as usize) < FRAME_HEADER_LEN
+            || frame_len > limits.max_frame_bytes.saturating_add(FRAME_HEADER_LEN as u32)
+        {
+            return Err(corrupt(DecodeError::Length {
+                length: u64::from(frame_len),
+                limit: u64::from(limits.max_frame_bytes),
+            }));
+        }
+        let file = self.file(position.segment).map_err(io_err)?;
+        let mut buf = vec![0u8; frame_len as usize];
+        file.read_exact_at(&mut buf, position.offset).map_err(|e| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                corrupt(DecodeError::Truncated {
+                    needed: u64::from(frame_len),
+                    available: 0,
+                })
+            } else {
+                io_err(e)
+            }
+        })?;
+        let header_bytes: [u8; FRAME_HEADER_LEN] = buf[..FRAME_HEADER_LEN]
+            .try_into()
+            .map_err(|_| corrupt(DecodeError::Record("short frame".into())))?;
+        let header = FrameHeader::parse(&header_bytes, limits).map_err(corrupt)?;
+        if header.frame_len() != u64::from(frame_len) {
+            return Err(corrupt(DecodeError::Field {
+                field: "stored_len",
+                detail: format!("frame is {} bytes, the index says {frame_len}", header.frame_len()),
+            }));
+        }
+        frame::decode_payload(&header, &buf[8..]).map_err(corrupt)
+    }
+}

@@ -1,0 +1,119 @@
+//! The `sessionlog` command line: argument parsing and the commands.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::store::{Config, Store};
+
+mod demo;
+
+/// sessionlog: an embedded database for LLM agent session logs.
+#[derive(Debug, Parser)]
+#[command(name = "sessionlog", version, about)]
+pub struct Cli {
+    /// The store directory (default: $SESSIONLOG_STORE, else ./sessionlog-store).
+    #[arg(long, global = true, env = "SESSIONLOG_STORE", default_value = "sessionlog-store")]
+    pub store: PathBuf,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the demonstration workload in a temporary store and print timings.
+    Demo {
+        /// Events per session.
+        #[arg(long, default_value_t = 20_000)]
+        events: u64,
+        /// Concurrent sessions.
+        #[arg(long, default_value_t = 16)]
+        sessions: u64,
+    },
+    /// List the sessions in the store.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check every frame's CRC, the records, seq contiguity and the index against the log.
+    Verify,
+}
+
+/// Runs the command line; the process exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("sessionlog: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    match cli.command {
+        Command::Demo { events, sessions } => {
+            demo::run(events, sessions)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::List { json } => {
+            let store = Store::open(
+                &cli.store,
+                Config {
+                    read_only: true,
+                    ..Config::default()
+                },
+            )?;
+            let sessions = store.sessions();
+            if json {
+                let rows: Vec<serde_json::Value> = sessions
+                    .iter()
+                    .map(|s| {
+                        serde_json::json!({
+                            "id": s.header.id,
+                            "createdAt": s.header.created_at,
+                            "events": s.event_count,
+                            "dataBytes": s.data_bytes,
+                            "lastTime": s.last_time,
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::Value::Array(rows));
+            } else {
+                println!(
+                    "{:<40} {:>10} {:>12} {:>15}",
+                    "SESSION", "EVENTS", "DATA BYTES", "LAST ACTIVITY"
+                );
+                for s in sessions {
+                    println!(
+                        "{:<40} {:>10} {:>12} {:>15}",
+                        s.header.id, s.event_count, s.data_bytes, s.last_time
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Verify => {
+            let store = Store::open(&cli.store, Config::default())?;
+            let report = store.verify()?;
+            println!("{} frames, {} events checked", report.frames, report.events);
+            for bad in &report.bad_frames {
+                println!("bad frame at {}: {} ({} bytes)", bad.position, bad.reason, bad.skipped);
+            }
+            for p in &report.problems {
+                println!("problem: {p}");
+            }
+            if report.is_clean() {
+                println!("clean");
+                Ok(ExitCode::SUCCESS)
+            } else {
+                Ok(ExitCode::from(1))
+            }
+        }
+    }
+}

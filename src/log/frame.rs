@@ -1,0 +1,211 @@
+//! The frame: the unit of atomic, checksummed write.
+//!
+//! ```text
+//! offset size field
+//! 0      4    stored_len  u32 LE  payload bytes as stored (after compression), >= 1
+//! 4      4    crc32       u32 LE  CRC-32 (IEEE) of bytes 8 .. 16 + stored_len
+//! 8      1    flags       bit 0: payload is one zstd frame; bits 1-7 must be 0
+//! 9      3    reserved    must be 0
+//! 12     4    raw_len     u32 LE  payload length after decompression (== stored_len if bit 0 is clear)
+//! 16     ..   payload     stored_len bytes
+//! ```
+//!
+//! The payload, once decompressed, is a sequence of records (see [`super::record`]). One
+//! group-commit batch is one frame, so a batch is written, checksummed and lost as a unit.
+
+use crate::error::DecodeError;
+
+/// Bytes in a frame header.
+pub const FRAME_HEADER_LEN: usize = 16;
+/// Flag bit: the payload is zstd-compressed.
+pub const FLAG_ZSTD: u8 = 1;
+
+/// Limits applied when decoding untrusted frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameLimits {
+    /// Largest accepted `raw_len` (and `stored_len`): no allocation exceeds it.
+    pub max_frame_bytes: u32,
+}
+
+impl Default for FrameLimits {
+    fn default() -> Self {
+        FrameLimits {
+            max_frame_bytes: 256 << 20,
+        }
+    }
+}
+
+/// A decoded frame header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameHeader {
+    /// Payload bytes as stored.
+    pub stored_len: u32,
+    /// The stored CRC.
+    pub crc: u32,
+    /// Flag bits.
+    pub flags: u8,
+    /// Payload bytes after decompression.
+    pub raw_len: u32,
+}
+
+impl FrameHeader {
+    /// Total bytes of the frame on disk (header plus stored payload).
+    pub fn frame_len(&self) -> u64 {
+        FRAME_HEADER_LEN as u64 + u64::from(self.stored_len)
+    }
+
+    /// Parses and range-checks a header (the CRC is checked with the payload).
+    pub fn parse(bytes: &[u8; FRAME_HEADER_LEN], limits: &FrameLimits) -> Result<Self, DecodeError> {
+        let u32_at = |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+        let header = FrameHeader {
+            stored_len: u32_at(0),
+            crc: u32_at(4),
+            flags: bytes[8],
+            raw_len: u32_at(12),
+        };
+        let limit = u64::from(limits.max_frame_bytes);
+        for len in [header.stored_len, header.raw_len] {
+            if len == 0 || u64::from(len) > limit {
+                return Err(DecodeError::Length {
+                    length: u64::from(len),
+                    limit,
+                });
+            }
+        }
+        if header.flags & !FLAG_ZSTD != 0 {
+            return Err(DecodeError::Field {
+                field: "flags",
+                detail: format!("unknown flag bits {:#04x}", header.flags),
+            });
+        }
+        if bytes[9..12] != [0, 0, 0] {
+            return Err(DecodeError::Field {
+                field: "reserved",
+                detail: "reserved header bytes are not zero".into(),
+            });
+        }
+        if header.flags & FLAG_ZSTD == 0 && header.raw_len != header.stored_len {
+            return Err(DecodeError::Field {
+                field: "raw_len",
+                detail: format!(
+                    "uncompressed frame declares raw_len {} != stored_len {}",
+                    header.raw_len, header.stored_len
+                ),
+            });
+        }
+        Ok(header)
+    }
+}
+
+/// Encodes `raw` (a sequence of records) as one frame, compressing it with zstd when it is at
+/// least `compress_threshold` bytes and compression makes it smaller.
+pub fn encode(raw: &[u8], compress_threshold: usize, zstd_level: i32) -> Vec<u8> {
+    let compressed = if raw.len() >= compress_threshold {
+        zstd::bulk::compress(raw, zstd_level)
+            .ok()
+            .filter(|c| c.len() < raw.len())
+    } else {
+        None
+    };
+    let (flags, payload): (u8, &[u8]) = match &compressed {
+        Some(c) => (FLAG_ZSTD, c),
+        None => (0, raw),
+    };
+    let mut out = Vec::with_capacity(FRAME_HEADER_LEN + payload.len());
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.push(flags);
+    out.extend_from_slice(&[0; 3]);
+    out.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+    out.extend_from_slice(payload);
+    let crc = crc32fast::hash(&out[8..]);
+    out[4..8].copy_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Checks a whole frame (`bytes` starts at the header and holds at least the full frame) and
+/// returns its decompressed payload.
+pub fn decode(bytes: &[u8], limits: &FrameLimits) -> Result<(FrameHeader, Vec<u8>), DecodeError> {
+    let header_bytes: &[u8; FRAME_HEADER_LEN] =
+        bytes
+            .get(..FRAME_HEADER_LEN)
+            .and_then(|b| b.try_into().ok())
+            .ok_or(DecodeError::Truncated {
+                needed: FRAME_HEADER_LEN as u64,
+                available: bytes.len() as u64,
+            })?;
+    let header = FrameHeader::parse(header_bytes, limits)?;
+    let end = FRAME_HEADER_LEN + header.stored_len as usize;
+    let frame = bytes.get(..end).ok_or(DecodeError::Truncated {
+        needed: end as u64,
+        available: bytes.len() as u64,
+    })?;
+    let payload = decode_payload(&header, &frame[8..])?;
+    Ok((header, payload))
+}
+
+/// Verifies the CRC over `covered` (header bytes 8..16 followed by the stored payload) and
+/// decompresses the payload.
+pub fn decode_payload(header: &FrameHeader, covered: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    let computed = crc32fast::hash(covered);
+    if computed != header.crc {
+        return Err(DecodeError::Crc {
+            stored: header.crc,
+            computed,
+        });
+    }
+    let stored = &covered[8..];
+    if header.flags & FLAG_ZSTD == 0 {
+        return Ok(stored.to_vec());
+    }
+    let raw =
+        zstd::bulk::decompress(stored, header.raw_len as usize).map_err(|e| DecodeError::Compression(e.to_string()))?;
+    if raw.len() != header.raw_len as usize {
+        return Err(DecodeError::Compression(format!(
+            "decompressed {} bytes, header declares {}",
+            raw.len(),
+            header.raw_len
+        )));
+    }
+    Ok(raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_plain_and_compressed() {
+        let limits = FrameLimits::default();
+        let small = b"hello".to_vec();
+        let f = encode(&small, 4096, 3);
+        assert_eq!(f.len(), FRAME_HEADER_LEN + 5);
+        assert_eq!(f[8], 0);
+        assert_eq!(decode(&f, &limits).unwrap().1, small);
+
+        let big = b"abcdefgh".repeat(1000);
+        let f = encode(&big, 4096, 3);
+        assert_eq!(f[8], FLAG_ZSTD);
+        assert!(f.len() < big.len());
+        assert_eq!(decode(&f, &limits).unwrap().1, big);
+    }
+
+    #[test]
+    fn every_bit_flip_is_detected() {
+        let limits = FrameLimits::default();
+        let f = encode(b"some record bytes", 4096, 3);
+        for bit in 0..f.len() * 8 {
+            let mut g = f.clone();
+            g[bit / 8] ^= 1 << (bit % 8);
+            assert!(decode(&g, &limits).is_err(), "flip of bit {bit} not detected");
+        }
+    }
+
+    #[test]
+    fn oversized_lengths_are_refused_before_allocation() {
+        let limits = FrameLimits { max_frame_bytes: 1024 };
+        let mut f = encode(b"x", 4096, 3);
+        f[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(decode(&f, &limits), Err(DecodeError::Length { .. })));
+    }
+}

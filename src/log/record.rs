@@ -1,0 +1,108 @@
+//! Records: what a frame's payload holds, encoded with postcard.
+//!
+//! A frame payload is a concatenation of [`Record`]s, each a postcard-encoded value (postcard's
+//! wire format is frozen and specified; see `format-spec.md` for the field-by-field layout).
+//! Every event record names its session (by the store's internal session number) and its seq,
+//! so the log alone is enough to rebuild the index.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::DecodeError;
+use crate::event::{Event, Layout, Seq, SessionHeader, SurfaceOp};
+
+/// One entry of the log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Record {
+    /// A session was created. Postcard variant 0.
+    CreateSession {
+        /// The store-internal session number (dense, from 1).
+        session: u64,
+        /// The session header.
+        header: SessionHeader,
+    },
+    /// An event was appended to a session. Postcard variant 1.
+    Event {
+        /// The store-internal session number.
+        session: u64,
+        /// The event.
+        event: EventRecord,
+    },
+}
+
+/// The stored form of an [`Event`]: the same fields in a fixed order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// `seq`.
+    pub seq: Seq,
+    /// `time` (ms).
+    pub time: i64,
+    /// `type`.
+    pub kind: String,
+    /// Exact JSON text of `data`.
+    pub data: String,
+    /// `sourceEventSeqs`.
+    pub source_event_seqs: Option<Vec<Seq>>,
+    /// `surfaceOp`.
+    pub surface_op: Option<SurfaceOp>,
+    /// `ignorable`.
+    pub ignorable: bool,
+    /// Key order and packing.
+    pub layout: Layout,
+}
+
+impl From<Event> for EventRecord {
+    fn from(e: Event) -> Self {
+        EventRecord {
+            seq: e.seq,
+            time: e.time,
+            kind: e.kind,
+            data: e.data,
+            source_event_seqs: e.source_event_seqs,
+            surface_op: e.surface_op,
+            ignorable: e.ignorable,
+            layout: e.layout,
+        }
+    }
+}
+
+impl From<EventRecord> for Event {
+    fn from(r: EventRecord) -> Self {
+        Event {
+            kind: r.kind,
+            seq: r.seq,
+            time: r.time,
+            data: r.data,
+            source_event_seqs: r.source_event_seqs,
+            surface_op: r.surface_op,
+            ignorable: r.ignorable,
+            layout: r.layout,
+        }
+    }
+}
+
+impl Record {
+    /// Appends the record's encoding to `out`.
+    pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), DecodeError> {
+        let bytes = postcard::to_allocvec(self).map_err(|e| DecodeError::Record(e.to_string()))?;
+        out.extend_from_slice(&bytes);
+        Ok(())
+    }
+
+    /// Decodes one record from the front of `bytes`, returning it and the rest.
+    pub fn decode(bytes: &[u8]) -> Result<(Record, &[u8]), DecodeError> {
+        postcard::take_from_bytes(bytes).map_err(|e| DecodeError::Record(e.to_string()))
+    }
+
+    /// Decodes every record of a frame payload, with each record's byte offset in the payload.
+    pub fn decode_all(mut bytes: &[u8]) -> Result<Vec<(u32, Record)>, DecodeError> {
+        let total = bytes.len();
+        let mut out = Vec::new();
+        while !bytes.is_empty() {
+            let offset = (total - bytes.len()) as u32;
+            let (record, rest) = Record::decode(bytes)?;
+            out.push((offset, record));
+            bytes = rest;
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,241 @@
+//! Scanning the log for recovery and verification: torn tails versus corruption.
+//!
+//! A frame that fails to decode is a **torn write** when nothing valid follows it in the last
+//! segment: the crash interrupted the write, and the frame was never acknowledged as durable.
+//! It is **corruption** when a valid frame follows it (in the same segment or a later one):
+//! committed data was damaged. The [`RecoveryMode`] says what is tolerated.
+
+use std::io;
+use std::sync::Arc;
+
+use crate::error::{DecodeError, LogPosition, OpenError};
+use crate::fs::StorageFile;
+
+use super::Segments;
+use super::frame::{self, FRAME_HEADER_LEN, FrameHeader, FrameLimits};
+use super::segment::SEGMENT_HEADER_LEN;
+
+/// What recovery tolerates (named, as in RocksDB and raft-engine, for what it tolerates).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RecoveryMode {
+    /// A torn frame at the very end of the log is a crash mid-write: truncate it. Anything
+    /// damaged with valid data after it is corruption and fails the open. The default.
+    #[default]
+    TolerateTornTail,
+    /// Any bad frame fails the open, even a torn tail.
+    AbsoluteConsistency,
+    /// Skip bad frames (reporting each), keep every valid frame. Events of a session after a
+    /// gap in its seqs are dropped from the index (and reported), since a session log must be
+    /// contiguous.
+    SalvageSkippingBadFrames,
+}
+
+/// A frame that could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadFrame {
+    /// Where it starts.
+    pub position: LogPosition,
+    /// Bytes skipped (up to the next valid frame or the segment's end).
+    pub skipped: u64,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// A valid frame found by the scan.
+#[derive(Debug)]
+pub struct ScannedFrame {
+    /// Where it starts.
+    pub position: LogPosition,
+    /// Its length on disk.
+    pub frame_len: u32,
+    /// Its decompressed payload.
+    pub payload: Vec<u8>,
+}
+
+/// The result of a scan.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScanReport {
+    /// Just past the last valid frame (segment, offset).
+    pub end: LogPosition,
+    /// Offset of the last valid frame in `end.segment`, if any frame was seen there.
+    pub last_frame: Option<u64>,
+    /// The torn frame at the tail (to truncate), if any.
+    pub torn_tail: Option<BadFrame>,
+    /// Bad frames skipped (salvage mode only).
+    pub skipped: Vec<BadFrame>,
+    /// Frames visited.
+    pub frames: u64,
+}
+
+/// A window over a segment file, so scanning reads in large chunks.
+struct Window {
+    file: Arc<dyn StorageFile>,
+    file_len: u64,
+    start: u64,
+    buf: Vec<u8>,
+}
+
+const WINDOW: usize = 8 << 20;
+
+impl Window {
+    fn new(file: Arc<dyn StorageFile>) -> io::Result<Self> {
+        let file_len = file.len()?;
+        Ok(Window {
+            file,
+            file_len,
+            start: 0,
+            buf: Vec::new(),
+        })
+    }
+
+    /// `len` bytes at `offset` (the caller checked `offset + len <= file_len`).
+    fn bytes(&mut self, offset: u64, len: usize) -> io::Result<&[u8]> {
+        let end = offset + len as u64;
+        if offset < self.start || end > self.start + self.buf.len() as u64 {
+            let want = (len.max(WINDOW) as u64).min(self.file_len - offset) as usize;
+            self.buf.resize(want, 0);
+            self.file.read_exact_at(&mut self.buf, offset)?;
+            self.start = offset;
+        }
+        let from = (offset - self.start) as usize;
+        Ok(&self.buf[from..from + len])
+    }
+
+    /// Tries to decode a frame at `offset`.
+    fn frame_at(
+        &mut self,
+        offset: u64,
+        limits: &FrameLimits,
+    ) -> io::Result<Result<(FrameHeader, Vec<u8>), DecodeError>> {
+        let available = self.file_len.saturating_sub(offset);
+        if available < FRAME_HEADER_LEN as u64 {
+            return Ok(Err(DecodeError::Truncated {
+                needed: FRAME_HEADER_LEN as u64,
+                available,
+            }));
+        }
+        let mut hb = [0u8; FRAME_HEADER_LEN];
+        hb.copy_from_slice(self.bytes(offset, FRAME_HEADER_LEN)?);
+        let header = match FrameHeader::parse(&hb, limits) {
+            Ok(h) => h,
+            Err(e) => return Ok(Err(e)),
+        };
+        if header.frame_len() > available {
+            return Ok(Err(DecodeError::Truncated {
+                needed: header.frame_len(),
+                available,
+            }));
+        }
+        let bytes = self.bytes(offset, header.frame_len() as usize)?;
+        Ok(frame::decode_payload(&header, &bytes[8..]).map(|p| (header, p)))
+    }
+
+    /// The offset of the next valid frame after `offset`, if any.
+    fn resync(&mut self, offset: u64, limits: &FrameLimits) -> io::Result<Option<u64>> {
+        let mut at = offset + 1;
+        while at + FRAME_HEADER_LEN as u64 <= self.file_len {
+            if let Ok(_valid) = self.frame_at(at, limits)? {
+                return Ok(Some(at));
+            }
+            at += 1;
+        }
+        Ok(None)
+    }
+}
+
+/// Scans `numbers` (ascending, contiguous segment numbers) from `from`, calling `visit` for
+/// each valid frame in log order. Does not modify anything: the caller truncates a torn tail.
+pub fn scan(
+    segments: &Segments,
+    numbers: &[u64],
+    from: LogPosition,
+    mode: RecoveryMode,
+    limits: &FrameLimits,
+    visit: &mut dyn FnMut(ScannedFrame) -> Result<(), OpenError>,
+) -> Result<ScanReport, OpenError> {
+    let mut report = ScanReport {
+        end: from,
+        ..ScanReport::default()
+    };
+    let Some(&last_segment) = numbers.last() else {
+        return Ok(report);
+    };
+    for &number in numbers.iter().filter(|&&n| n >= from.segment) {
+        let io_err = |source| OpenError::Io {
+            path: segments.path(number),
+            source,
+        };
+        let mut window = Window::new(segments.file(number).map_err(io_err)?).map_err(io_err)?;
+        let mut offset = if number == from.segment {
+            from.offset.max(SEGMENT_HEADER_LEN)
+        } else {
+            SEGMENT_HEADER_LEN
+        };
+        report.end = LogPosition {
+            segment: number,
+            offset,
+        };
+        report.last_frame = if number == from.segment && from.offset > SEGMENT_HEADER_LEN {
+            report.last_frame
+        } else {
+            None
+        };
+        while offset < window.file_len {
+            match window.frame_at(offset, limits).map_err(io_err)? {
+                Ok((header, payload)) => {
+                    let position = LogPosition {
+                        segment: number,
+                        offset,
+                    };
+                    visit(ScannedFrame {
+                        position,
+                        frame_len: header.frame_len() as u32,
+                        payload,
+                    })?;
+                    report.frames += 1;
+                    report.last_frame = Some(offset);
+                    offset += header.frame_len();
+                    report.end.offset = offset;
+                }
+                Err(reason) => {
+                    let position = LogPosition {
+                        segment: number,
+                        offset,
+                    };
+                    let next = window.resync(offset, limits).map_err(io_err)?;
+                    let is_tail = number == last_segment && next.is_none();
+                    if is_tail {
+                        let bad = BadFrame {
+                            position,
+                            skipped: window.file_len - offset,
+                            reason: reason.to_string(),
+                        };
+                        if mode == RecoveryMode::AbsoluteConsistency {
+                            return Err(OpenError::TornTail {
+                                position,
+                                reason: bad.reason,
+                            });
+                        }
+                        report.torn_tail = Some(bad);
+                        return Ok(report);
+                    }
+                    if mode != RecoveryMode::SalvageSkippingBadFrames {
+                        return Err(OpenError::Corruption {
+                            position,
+                            reason: reason.to_string(),
+                        });
+                    }
+                    let resume = next.unwrap_or(window.file_len);
+                    report.skipped.push(BadFrame {
+                        position,
+                        skipped: resume - offset,
+                        reason: reason.to_string(),
+                    });
+                    offset = resume;
+                    report.end.offset = offset;
+                }
+            }
+        }
+    }
+    Ok(report)
+}

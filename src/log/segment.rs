@@ -1,0 +1,134 @@
+//! Segment files: naming and the 32-byte header.
+//!
+//! ```text
+//! segments/00000000000000000001.seg     (20-digit, zero-padded, from 1)
+//!
+//! offset size field
+//! 0      8    magic           "SLOGSEG\0"
+//! 8      4    format_version  u32 LE, currently 1
+//! 12     4    reserved        0
+//! 16     8    segment number  u64 LE, equals the number in the file name
+//! 24     4    reserved        0
+//! 28     4    crc32           CRC-32 (IEEE) of bytes 0..28
+//! 32     ..   frames, back to back
+//! ```
+//!
+//! Segments roll over at a configured size; a sealed segment is never written again.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::DecodeError;
+
+/// The on-disk format version this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// The magic bytes every segment starts with.
+pub const SEGMENT_MAGIC: [u8; 8] = *b"SLOGSEG\0";
+/// Bytes in a segment header.
+pub const SEGMENT_HEADER_LEN: u64 = 32;
+/// The directory holding segments, inside the store directory.
+pub const SEGMENTS_DIR: &str = "segments";
+/// The file-name suffix of segments.
+pub const SEGMENT_SUFFIX: &str = ".seg";
+
+/// The file name of segment `number`.
+pub fn file_name(number: u64) -> String {
+    format!("{number:020}{SEGMENT_SUFFIX}")
+}
+
+/// The path of segment `number` in the segments directory `dir`.
+pub fn path(dir: &Path, number: u64) -> PathBuf {
+    dir.join(file_name(number))
+}
+
+/// Parses a segment file name back to its number (`None` for other files).
+pub fn parse_file_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(SEGMENT_SUFFIX)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Encodes the header of segment `number`.
+pub fn encode_header(number: u64) -> [u8; SEGMENT_HEADER_LEN as usize] {
+    let mut h = [0u8; SEGMENT_HEADER_LEN as usize];
+    h[0..8].copy_from_slice(&SEGMENT_MAGIC);
+    h[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    h[16..24].copy_from_slice(&number.to_le_bytes());
+    let crc = crc32fast::hash(&h[0..28]);
+    h[28..32].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// What a segment header says, or why it cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderCheck {
+    /// A valid header of this format version.
+    Valid,
+    /// Not a sessionlog segment at all.
+    BadMagic,
+    /// A sessionlog segment of another format version.
+    OtherVersion(u32),
+    /// The header is damaged or names another segment.
+    Damaged(DecodeError),
+}
+
+/// Checks a segment header read from the file of segment `number`.
+pub fn check_header(bytes: &[u8], number: u64) -> HeaderCheck {
+    if bytes.len() < SEGMENT_HEADER_LEN as usize {
+        return HeaderCheck::Damaged(DecodeError::Truncated {
+            needed: SEGMENT_HEADER_LEN,
+            available: bytes.len() as u64,
+        });
+    }
+    if bytes[0..8] != SEGMENT_MAGIC {
+        return HeaderCheck::BadMagic;
+    }
+    let stored = u32::from_le_bytes([bytes[28], bytes[29], bytes[30], bytes[31]]);
+    let computed = crc32fast::hash(&bytes[0..28]);
+    if stored != computed {
+        return HeaderCheck::Damaged(DecodeError::Crc { stored, computed });
+    }
+    let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+    if version != FORMAT_VERSION {
+        return HeaderCheck::OtherVersion(version);
+    }
+    let mut n = [0u8; 8];
+    n.copy_from_slice(&bytes[16..24]);
+    let found = u64::from_le_bytes(n);
+    if found != number {
+        return HeaderCheck::Damaged(DecodeError::Field {
+            field: "segment number",
+            detail: format!("header says {found}, file name says {number}"),
+        });
+    }
+    HeaderCheck::Valid
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        assert_eq!(file_name(1), "00000000000000000001.seg");
+        assert_eq!(parse_file_name(&file_name(42)), Some(42));
+        assert_eq!(parse_file_name("1.seg"), None);
+        assert_eq!(parse_file_name("0000000000000000000x.seg"), None);
+    }
+
+    #[test]
+    fn header_checks() {
+        let h = encode_header(7);
+        assert_eq!(check_header(&h, 7), HeaderCheck::Valid);
+        assert!(matches!(check_header(&h, 8), HeaderCheck::Damaged(_)));
+        let mut bad = h;
+        bad[0] = b'X';
+        assert_eq!(check_header(&bad, 7), HeaderCheck::BadMagic);
+        let mut v2 = h;
+        v2[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let crc = crc32fast::hash(&v2[0..28]);
+        v2[28..32].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(check_header(&v2, 7), HeaderCheck::OtherVersion(2));
+    }
+}

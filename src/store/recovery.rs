@@ -1,0 +1,410 @@
+//! Recovery on open: check segment headers, validate the index watermark against the log, scan
+//! only the unindexed tail, truncate a torn tail, and bring the index up to date.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::error::{LogPosition, OpenError};
+use crate::event::{Seq, SessionHeader};
+use crate::index::{Index, IndexBatch, Location, SessionRow, Watermark};
+use crate::log::Segments;
+use crate::log::frame::FrameLimits;
+use crate::log::record::Record;
+use crate::log::scan::{self, BadFrame, RecoveryMode, ScannedFrame};
+use crate::log::segment::{self, HeaderCheck, SEGMENT_HEADER_LEN};
+
+use super::commit::{Active, Counters};
+
+/// What recovery found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Where the unindexed tail scan started.
+    pub scanned_from: LogPosition,
+    /// Frames read by the tail scan.
+    pub frames_scanned: u64,
+    /// Events added to the index by the scan.
+    pub events_recovered: u64,
+    /// The torn frame truncated from the tail, if any.
+    pub truncated: Option<BadFrame>,
+    /// Bad frames skipped (salvage mode).
+    pub skipped_frames: Vec<BadFrame>,
+    /// Events dropped because their session had a gap before them (salvage mode):
+    /// (session id, seq, frame position).
+    pub dropped_events: Vec<(String, Seq, LogPosition)>,
+    /// True when the index disagreed with the log and was rebuilt from scratch.
+    pub index_rebuilt: bool,
+    /// Why the index was rebuilt.
+    pub rebuild_reason: Option<String>,
+    /// An empty or torn-at-creation last segment that was removed.
+    pub removed_segment: Option<u64>,
+}
+
+/// A session as recovery leaves it.
+#[derive(Debug, Clone)]
+pub(crate) struct RecoveredSession {
+    pub number: u64,
+    pub header: SessionHeader,
+    pub counters: Counters,
+}
+
+/// Everything the store needs after recovery.
+#[derive(Debug)]
+pub(crate) struct Recovered {
+    pub sessions: Vec<RecoveredSession>,
+    pub active: Option<Active>,
+    pub next_segment: u64,
+    pub watermark: Watermark,
+    pub report: RecoveryReport,
+    /// Read-only opens keep the unindexed tail in memory instead of writing it to the index.
+    pub overlay: Vec<(u64, Seq, Location)>,
+}
+
+pub(crate) struct RecoveryInput<'a> {
+    pub store_dir: &'a Path,
+    pub segments: &'a Segments,
+    pub index: &'a Index,
+    pub mode: RecoveryMode,
+    pub limits: FrameLimits,
+    pub writable: bool,
+}
+
+/// Runs recovery.
+pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> {
+    let RecoveryInput {
+        store_dir,
+        segments,
+        index,
+        mode,
+        limits,
+        writable,
+    } = input;
+    let mut report = RecoveryReport::default();
+    let io = |path: std::path::PathBuf| move |source| OpenError::Io { path, source };
+    let mut numbers = segments.list().map_err(io(segments.dir().to_path_buf()))?;
+
+    // Segment headers: every file must be ours and of this version; the numbers contiguous.
+    let last = numbers.last().copied();
+    let mut good = Vec::with_capacity(numbers.len());
+    for &n in &numbers {
+        let path = segments.path(n);
+        let file = segments.file(n).map_err(io(path.clone()))?;
+        let len = file.len().map_err(io(path.clone()))?;
+        let mut head = vec![0u8; (len.min(SEGMENT_HEADER_LEN)) as usize];
+        file.read_exact_at(&mut head, 0).map_err(io(path.clone()))?;
+        match segment::check_header(&head, n) {
+            HeaderCheck::Valid => good.push(n),
+            HeaderCheck::BadMagic if len >= 8 => return Err(OpenError::NotASegment { path }),
+            HeaderCheck::OtherVersion(found) => {
+                return Err(OpenError::UnsupportedFormat {
+                    path,
+                    found,
+                    supported: segment::FORMAT_VERSION,
+                });
+            }
+            _ if Some(n) == last && len <= SEGMENT_HEADER_LEN => {
+                // Created but its header never became durable: a torn segment creation.
+                if writable {
+                    segments.remove(n).map_err(io(path))?;
+                }
+                report.removed_segment = Some(n);
+            }
+            HeaderCheck::Damaged(e) => {
+                return Err(OpenError::Corruption {
+                    position: LogPosition { segment: n, offset: 0 },
+                    reason: format!("segment header: {e}"),
+                });
+            }
+            HeaderCheck::BadMagic => return Err(OpenError::NotASegment { path }),
+        }
+    }
+    numbers = good;
+    if let (Some(&first), Some(&last)) = (numbers.first(), numbers.last()) {
+        for (i, &n) in numbers.iter().enumerate() {
+            if n != first + i as u64 {
+                return Err(OpenError::MissingSegment {
+                    missing: first + i as u64,
+                    first,
+                    last,
+                });
+            }
+        }
+    }
+
+    // The index: its format version, and whether its watermark is still backed by the log.
+    let state = index.load()?;
+    if let Some(v) = state.format_version
+        && v != crate::index::INDEX_FORMAT_VERSION
+    {
+        return Err(OpenError::UnsupportedFormat {
+            path: store_dir.join(super::INDEX_FILE),
+            found: v,
+            supported: crate::index::INDEX_FORMAT_VERSION,
+        });
+    }
+    let mut watermark = state.watermark;
+    let mut rows = state.sessions;
+    if let Some(reason) = watermark_problem(segments, &numbers, &watermark, &limits)? {
+        if !writable {
+            return Err(OpenError::NeedsRepair {
+                path: store_dir.to_path_buf(),
+                reason,
+            });
+        }
+        index.clear()?;
+        rows.clear();
+        watermark = Watermark::default();
+        report.index_rebuilt = true;
+        report.rebuild_reason = Some(reason);
+    }
+
+    let mut by_number: HashMap<u64, RecoveredSession> = HashMap::new();
+    let mut ids: HashMap<String, u64> = HashMap::new();
+    for (id, row) in rows {
+        ids.insert(id, row.number);
+        by_number.insert(
+            row.number,
+            RecoveredSession {
+                number: row.number,
+                header: row.header,
+                counters: Counters {
+                    next_seq: row.next_seq,
+                    data_bytes: row.data_bytes,
+                    last_time: row.last_time,
+                },
+            },
+        );
+    }
+
+    // Scan the unindexed tail.
+    let from = if watermark.segment == 0 {
+        LogPosition {
+            segment: numbers.first().copied().unwrap_or(1),
+            offset: SEGMENT_HEADER_LEN,
+        }
+    } else {
+        LogPosition {
+            segment: watermark.segment,
+            offset: watermark.end,
+        }
+    };
+    report.scanned_from = from;
+    let mut batch = IndexBatch::default();
+    let mut overlay = Vec::new();
+    let mut dirty: Vec<u64> = Vec::new();
+    let mut running = watermark;
+    let mut visit = |frame: ScannedFrame| -> Result<(), OpenError> {
+        let records = Record::decode_all(&frame.payload).map_err(|e| OpenError::Corruption {
+            position: frame.position,
+            reason: format!("frame passes its CRC but its records do not decode: {e}"),
+        })?;
+        for (record_offset, record) in records {
+            match record {
+                Record::CreateSession { session, header } => {
+                    if by_number.contains_key(&session) || ids.contains_key(&header.id) {
+                        return Err(OpenError::Corruption {
+                            position: frame.position,
+                            reason: format!("session {:?} (number {session}) is created twice", header.id),
+                        });
+                    }
+                    ids.insert(header.id.clone(), session);
+                    by_number.insert(
+                        session,
+                        RecoveredSession {
+                            number: session,
+                            header,
+                            counters: Counters {
+                                next_seq: 0,
+                                data_bytes: 0,
+                                last_time: 0,
+                            },
+                        },
+                    );
+                    dirty.push(session);
+                }
+                Record::Event { session, event } => {
+                    let Some(s) = by_number.get_mut(&session) else {
+                        return Err(OpenError::Corruption {
+                            position: frame.position,
+                            reason: format!(
+                                "event seq {} names session number {session}, which was never created",
+                                event.seq
+                            ),
+                        });
+                    };
+                    if event.seq != s.counters.next_seq {
+                        if mode == RecoveryMode::SalvageSkippingBadFrames {
+                            report
+                                .dropped_events
+                                .push((s.header.id.clone(), event.seq, frame.position));
+                            continue;
+                        }
+                        return Err(OpenError::Corruption {
+                            position: frame.position,
+                            reason: format!(
+                                "session {:?} event seq {} is not contiguous (expected {})",
+                                s.header.id, event.seq, s.counters.next_seq
+                            ),
+                        });
+                    }
+                    s.counters.next_seq += 1;
+                    s.counters.data_bytes += event.data.len() as u64;
+                    s.counters.last_time = event.time;
+                    let loc = Location {
+                        segment: frame.position.segment,
+                        frame_offset: frame.position.offset,
+                        frame_len: frame.frame_len,
+                        record_offset,
+                    };
+                    if writable {
+                        batch.events.push((session, event.seq, loc));
+                    } else {
+                        overlay.push((session, event.seq, loc));
+                    }
+                    dirty.push(session);
+                    report.events_recovered += 1;
+                }
+            }
+        }
+        running = Watermark {
+            segment: frame.position.segment,
+            end: frame.position.offset + u64::from(frame.frame_len),
+            last_frame: frame.position.offset,
+        };
+        if writable && batch.events.len() >= 65_536 {
+            flush_rows(&mut batch, &mut dirty, &by_number);
+            index.commit(&batch, running, false)?;
+            batch = IndexBatch::default();
+        }
+        Ok(())
+    };
+    let scan_report = scan::scan(segments, &numbers, from, mode, &limits, &mut visit)?;
+    report.frames_scanned = scan_report.frames;
+    report.skipped_frames = scan_report.skipped.clone();
+
+    // Truncate a torn tail.
+    let mut end = scan_report.end;
+    if let Some(torn) = &scan_report.torn_tail {
+        if writable {
+            let path = segments.path(torn.position.segment);
+            let file = segments.file(torn.position.segment).map_err(io(path.clone()))?;
+            file.set_len(torn.position.offset).map_err(io(path.clone()))?;
+            file.sync_data().map_err(io(path))?;
+        }
+        end = torn.position;
+        report.truncated = Some(torn.clone());
+    }
+    if writable {
+        flush_rows(&mut batch, &mut dirty, &by_number);
+        // The log is durable up to `end` (it was on disk when scanned; make sure of it).
+        if let Some(&n) = numbers.last() {
+            let path = segments.path(n);
+            segments.file(n).and_then(|f| f.sync_data()).map_err(io(path))?;
+        }
+        index.commit(&batch, running, true)?;
+    }
+
+    let active = match numbers.last() {
+        Some(&n) if writable => Some(Active {
+            number: n,
+            file: segments.file(n).map_err(io(segments.path(n)))?,
+            len: if end.segment == n {
+                end.offset
+            } else {
+                segments.file(n).and_then(|f| f.len()).map_err(io(segments.path(n)))?
+            },
+            last_frame: if running.segment == n && running.last_frame != u64::MAX {
+                Some(running.last_frame)
+            } else {
+                None
+            },
+        }),
+        _ => None,
+    };
+    let next_segment = numbers
+        .last()
+        .map_or(1, |n| n + 1)
+        .max(report.removed_segment.unwrap_or(0));
+    let mut sessions: Vec<RecoveredSession> = by_number.into_values().collect();
+    sessions.sort_by_key(|s| s.number);
+    Ok(Recovered {
+        sessions,
+        active,
+        next_segment,
+        watermark: running,
+        report,
+        overlay,
+    })
+}
+
+fn flush_rows(batch: &mut IndexBatch, dirty: &mut Vec<u64>, sessions: &HashMap<u64, RecoveredSession>) {
+    dirty.sort_unstable();
+    dirty.dedup();
+    for n in dirty.drain(..) {
+        if let Some(s) = sessions.get(&n) {
+            batch.sessions.push(SessionRow {
+                number: n,
+                next_seq: s.counters.next_seq,
+                data_bytes: s.counters.data_bytes,
+                last_time: s.counters.last_time,
+                header: s.header.clone(),
+            });
+        }
+    }
+}
+
+/// Why the index's watermark is not backed by the log (`None` when it is).
+fn watermark_problem(
+    segments: &Segments,
+    numbers: &[u64],
+    w: &Watermark,
+    limits: &FrameLimits,
+) -> Result<Option<String>, OpenError> {
+    if w.segment == 0 {
+        return Ok(None);
+    }
+    if !numbers.contains(&w.segment) {
+        return Ok(Some(format!(
+            "the index covers segment {}, which is not in the log",
+            w.segment
+        )));
+    }
+    let path = segments.path(w.segment);
+    let file = segments.file(w.segment).map_err(|source| OpenError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let len = file.len().map_err(|source| OpenError::Io { path, source })?;
+    if len < w.end {
+        return Ok(Some(format!(
+            "the index covers segment {} up to offset {}, but the segment is only {len} bytes",
+            w.segment, w.end
+        )));
+    }
+    if w.last_frame == u64::MAX || w.last_frame >= w.end {
+        return Ok(None);
+    }
+    let frame_len = w.end - w.last_frame;
+    let ok = u32::try_from(frame_len)
+        .ok()
+        .map(|fl| {
+            segments
+                .read_frame(
+                    LogPosition {
+                        segment: w.segment,
+                        offset: w.last_frame,
+                    },
+                    fl,
+                    limits,
+                )
+                .is_ok()
+        })
+        .unwrap_or(false);
+    Ok(if ok {
+        None
+    } else {
+        Some(format!(
+            "the last frame the index covers (segment {} offset {}) is not valid in the log",
+            w.segment, w.last_frame
+        ))
+    })
+}

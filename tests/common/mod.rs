@@ -1,0 +1,81 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use sessionlog::event::{Event, SessionHeader, SurfaceOp};
+use sessionlog::store::{Config, Durability, Store};
+
+/// The shared fixtures directory, or `None` (with a printed note) when it is absent.
+pub fn fixtures_dir(what: &str) -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!("skipping {what}: {} not found", dir.display());
+        None
+    }
+}
+
+/// A config with the given durability and small segments (so tests roll over).
+pub fn config(durability: Durability) -> Config {
+    Config {
+        durability,
+        segment_bytes: 64 * 1024,
+        ..Config::default()
+    }
+}
+
+/// A deterministic event `seq` of a made-up agent session (varied types and sizes).
+pub fn synthetic_event(seq: u64, salt: u64) -> Event {
+    let time = 1_767_225_600_000 + (seq as i64) * 7 - (salt as i64 % 3);
+    match seq % 5 {
+        0 => Event::new("turn/start", seq, time, format!(r#"{{"turn":{}}}"#, seq / 5 + 1)),
+        1 => Event::new(
+            "user/message",
+            seq,
+            time,
+            format!(
+                r#"{{"id":"m-{seq}","role":"user","content":[{{"type":"text","text":"hello {salt} \u00e9\ud800 {}"}}],"source":{{"kind":"user"}}}}"#,
+                "x".repeat((seq * 37 % 300) as usize)
+            ),
+        )
+        .with_surface_op(SurfaceOp::Append),
+        2 => Event::new(
+            "assistant/chunk",
+            seq,
+            time,
+            format!(r#"{{"turn":1,"step":1,"chunk":{{"type":"text-delta","index":0,"text":"tok{seq}"}}}}"#),
+        ),
+        3 => Event::new("tool/call", seq, time, format!(r#"{{"turn":1,"step":1,"callId":"c{seq}","name":"bash","arguments":"{}"}}"#, "y".repeat((seq * 131 % 5000) as usize))),
+        _ => Event::new("turn/end", seq, time, r#"{"turn":1,"reason":{"kind":"completed"}}"#),
+    }
+}
+
+/// Creates `sessions` sessions named `s0..` and appends `per_session` synthetic events to each,
+/// interleaved. Returns every event appended, per session.
+pub fn fill(store: &Store, sessions: usize, per_session: u64) -> Vec<(String, Vec<Event>)> {
+    let mut out: Vec<(String, Vec<Event>)> = (0..sessions)
+        .map(|i| {
+            let id = format!("s{i}");
+            store
+                .create_session(SessionHeader::new(id.clone(), 1000 + i as u64))
+                .unwrap();
+            (id, Vec::new())
+        })
+        .collect();
+    for seq in 0..per_session {
+        for (i, (id, events)) in out.iter_mut().enumerate() {
+            let e = synthetic_event(seq, i as u64);
+            store.append(id, e.clone()).unwrap();
+            events.push(e);
+        }
+    }
+    out
+}
+
+/// Reads a whole session back.
+pub fn read_all(store: &Store, id: &str) -> Vec<Event> {
+    let n = store.len(id).unwrap();
+    store.events(id, 0..n).unwrap().map(|e| e.unwrap()).collect()
+}
