@@ -22,3 +22,4 @@ pub mod log;
 pub mod projection;
 pub mod session;
 pub mod store;
+pub mod workload;

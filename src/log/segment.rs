@@ -75,6 +75,9 @@ pub enum HeaderCheck {
 
 /// Checks a segment header read from the file of segment `number`.
 pub fn check_header(bytes: &[u8], number: u64) -> HeaderCheck {
+    if bytes.len() >= SEGMENT_MAGIC.len() && bytes[0..8] != SEGMENT_MAGIC {
+        return HeaderCheck::BadMagic;
+    }
     if bytes.len() < SEGMENT_HEADER_LEN as usize {
         return HeaderCheck::Damaged(DecodeError::Truncated {
             needed: SEGMENT_HEADER_LEN,

@@ -91,22 +91,25 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
         let len = file.len().map_err(io(path.clone()))?;
         let mut head = vec![0u8; (len.min(SEGMENT_HEADER_LEN)) as usize];
         file.read_exact_at(&mut head, 0).map_err(io(path.clone()))?;
+        let expected = segment::encode_header(n);
+        let torn_creation = Some(n) == last
+            && len <= SEGMENT_HEADER_LEN
+            && head.iter().enumerate().all(|(i, &b)| b == expected[i] || b == 0);
         match segment::check_header(&head, n) {
             HeaderCheck::Valid => good.push(n),
-            HeaderCheck::BadMagic if len >= 8 => return Err(OpenError::NotASegment { path }),
+            _ if torn_creation => {
+                // Created, but its header never fully reached the disk: a crash mid-roll.
+                if writable {
+                    segments.remove(n).map_err(io(path))?;
+                }
+                report.removed_segment = Some(n);
+            }
             HeaderCheck::OtherVersion(found) => {
                 return Err(OpenError::UnsupportedFormat {
                     path,
                     found,
                     supported: segment::FORMAT_VERSION,
                 });
-            }
-            _ if Some(n) == last && len <= SEGMENT_HEADER_LEN => {
-                // Created but its header never became durable: a torn segment creation.
-                if writable {
-                    segments.remove(n).map_err(io(path))?;
-                }
-                report.removed_segment = Some(n);
             }
             HeaderCheck::Damaged(e) => {
                 return Err(OpenError::Corruption {

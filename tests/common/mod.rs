@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use sessionlog::event::{Event, SessionHeader, SurfaceOp};
+use sessionlog::event::{Event, SessionHeader};
 use sessionlog::store::{Config, Durability, Store};
 
 /// The shared fixtures directory, or `None` (with a printed note) when it is absent.
@@ -26,31 +26,7 @@ pub fn config(durability: Durability) -> Config {
     }
 }
 
-/// A deterministic event `seq` of a made-up agent session (varied types and sizes).
-pub fn synthetic_event(seq: u64, salt: u64) -> Event {
-    let time = 1_767_225_600_000 + (seq as i64) * 7 - (salt as i64 % 3);
-    match seq % 5 {
-        0 => Event::new("turn/start", seq, time, format!(r#"{{"turn":{}}}"#, seq / 5 + 1)),
-        1 => Event::new(
-            "user/message",
-            seq,
-            time,
-            format!(
-                r#"{{"id":"m-{seq}","role":"user","content":[{{"type":"text","text":"hello {salt} \u00e9\ud800 {}"}}],"source":{{"kind":"user"}}}}"#,
-                "x".repeat((seq * 37 % 300) as usize)
-            ),
-        )
-        .with_surface_op(SurfaceOp::Append),
-        2 => Event::new(
-            "assistant/chunk",
-            seq,
-            time,
-            format!(r#"{{"turn":1,"step":1,"chunk":{{"type":"text-delta","index":0,"text":"tok{seq}"}}}}"#),
-        ),
-        3 => Event::new("tool/call", seq, time, format!(r#"{{"turn":1,"step":1,"callId":"c{seq}","name":"bash","arguments":"{}"}}"#, "y".repeat((seq * 131 % 5000) as usize))),
-        _ => Event::new("turn/end", seq, time, r#"{"turn":1,"reason":{"kind":"completed"}}"#),
-    }
-}
+pub use sessionlog::workload::synthetic_event;
 
 /// Creates `sessions` sessions named `s0..` and appends `per_session` synthetic events to each,
 /// interleaved. Returns every event appended, per session.
