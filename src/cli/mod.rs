@@ -41,6 +41,14 @@ pub enum Command {
     },
     /// Check every frame's CRC, the records, seq contiguity and the index against the log.
     Verify,
+    /// Test harness: append synthetic events with `Sync` durability from several threads,
+    /// printing `ack <session> <seq>` after each durable append, until killed.
+    #[command(hide = true)]
+    CrashWriter {
+        /// Appending threads (one session each).
+        #[arg(long, default_value_t = 4)]
+        threads: u64,
+    },
 }
 
 /// Runs the command line; the process exit code.
@@ -98,6 +106,10 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::CrashWriter { threads } => {
+            crash_writer(&cli.store, threads)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Verify => {
             let store = Store::open(&cli.store, Config::default())?;
             let report = store.verify()?;
@@ -116,4 +128,45 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
             }
         }
     }
+}
+
+/// Appends [`crate::workload::synthetic_event`]s forever (until killed), acknowledging each
+/// durable append on stdout. Sessions are `w0..w{threads}`; an existing store is continued.
+fn crash_writer(dir: &std::path::Path, threads: u64) -> Result<(), Box<dyn std::error::Error>> {
+    use std::io::Write;
+    use std::sync::Arc;
+
+    let store = Arc::new(Store::open(dir, Config::default())?);
+    let out = Arc::new(std::sync::Mutex::new(std::io::stdout()));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let store = store.clone();
+            let out = out.clone();
+            std::thread::spawn(move || -> Result<(), String> {
+                let id = format!("w{t}");
+                if store.len(&id).is_none() {
+                    store
+                        .create_session(crate::event::SessionHeader::new(id.clone(), 1))
+                        .map_err(|e| e.to_string())?;
+                }
+                let mut seq = store.len(&id).unwrap_or(0);
+                loop {
+                    let receipt = store
+                        .append(&id, crate::workload::synthetic_event(seq, t))
+                        .map_err(|e| e.to_string())?;
+                    if !receipt.durable {
+                        return Err("a Sync append returned before it was durable".into());
+                    }
+                    let mut out = out.lock().unwrap_or_else(|p| p.into_inner());
+                    writeln!(out, "ack {t} {seq}").map_err(|e| e.to_string())?;
+                    out.flush().map_err(|e| e.to_string())?;
+                    seq += 1;
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().map_err(|_| "writer thread panicked")??;
+    }
+    Ok(())
 }
