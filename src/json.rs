@@ -100,9 +100,7 @@ pub enum JsonError {
         text: String,
     },
     /// A value given as a number (not as text) is `-0`, NaN or infinite.
-    #[error(
-        "number value {value} cannot be stored losslessly as JSON (-0, NaN and Infinity are refused)"
-    )]
+    #[error("number value {value} cannot be stored losslessly as JSON (-0, NaN and Infinity are refused)")]
     NotLosslessNumber {
         /// The refused value, as Rust prints it.
         value: String,
@@ -462,11 +460,7 @@ fn scan_key<'a, S: Sink<'a>>(text: &'a str, pos: usize, sink: &mut S) -> Result<
 }
 
 /// Reads one complete JSON text, reporting its structure to `sink`. Iterative.
-fn drive<'a, S: Sink<'a>>(
-    text: &'a str,
-    limits: &JsonLimits,
-    sink: &mut S,
-) -> Result<(), JsonError> {
+fn drive<'a, S: Sink<'a>>(text: &'a str, limits: &JsonLimits, sink: &mut S) -> Result<(), JsonError> {
     let b = text.as_bytes();
     if b.len() > limits.max_bytes {
         return Err(JsonError::TooLarge {
@@ -817,9 +811,7 @@ fn decode_code_point(s: &[u8]) -> u32 {
     match s.len() {
         1 => u32::from(s[0]),
         2 => (u32::from(s[0] & 0x1F) << 6) | u32::from(s[1] & 0x3F),
-        3 => {
-            (u32::from(s[0] & 0x0F) << 12) | (u32::from(s[1] & 0x3F) << 6) | u32::from(s[2] & 0x3F)
-        }
+        3 => (u32::from(s[0] & 0x0F) << 12) | (u32::from(s[1] & 0x3F) << 6) | u32::from(s[2] & 0x3F),
         _ => {
             (u32::from(s[0] & 0x07) << 18)
                 | (u32::from(s[1] & 0x3F) << 12)
@@ -898,14 +890,10 @@ fn decode_string(raw: &str, escaped: bool) -> JsString {
             b'u' => {
                 let unit = hex4(b.get(i..).unwrap_or_default());
                 i += 4;
-                if (0xD800..0xDC00).contains(&unit)
-                    && b.get(i) == Some(&b'\\')
-                    && b.get(i + 1) == Some(&b'u')
-                {
+                if (0xD800..0xDC00).contains(&unit) && b.get(i) == Some(&b'\\') && b.get(i + 1) == Some(&b'u') {
                     let lo = hex4(b.get(i + 2..).unwrap_or_default());
                     if (0xDC00..0xE000).contains(&lo) {
-                        let cp =
-                            0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(lo) - 0xDC00);
+                        let cp = 0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(lo) - 0xDC00);
                         push_code_point(&mut buf, cp);
                         i += 6;
                         continue;
@@ -1238,9 +1226,7 @@ fn normalize_entries(mut entries: Vec<(JsString, JsonValue)>) -> Vec<(JsString, 
     let mut any_duplicate = false;
     if n <= 16 {
         for i in 1..n {
-            if let Some(j) =
-                (0..i).find(|&j| duplicate_of[j].is_none() && entries[j].0 == entries[i].0)
-            {
+            if let Some(j) = (0..i).find(|&j| duplicate_of[j].is_none() && entries[j].0 == entries[i].0) {
                 duplicate_of[i] = Some(j);
                 any_duplicate = true;
             }
@@ -1427,11 +1413,7 @@ impl JsonValue {
     pub fn from_serde(value: &serde_json::Value) -> Result<JsonValue, JsonError> {
         enum Frame<'a> {
             Arr(std::slice::Iter<'a, serde_json::Value>, Vec<JsonValue>),
-            Obj(
-                serde_json::map::Iter<'a>,
-                Vec<(JsString, JsonValue)>,
-                Option<JsString>,
-            ),
+            Obj(serde_json::map::Iter<'a>, Vec<(JsString, JsonValue)>, Option<JsString>),
         }
         fn scalar(v: &serde_json::Value) -> Result<Option<JsonValue>, JsonError> {
             Ok(Some(match v {
@@ -1439,9 +1421,7 @@ impl JsonValue {
                 serde_json::Value::Bool(b) => JsonValue::Bool(*b),
                 serde_json::Value::Number(n) => {
                     let f = n.as_f64().unwrap_or(f64::NAN);
-                    JsonValue::number(f).ok_or_else(|| JsonError::NotLosslessNumber {
-                        value: n.to_string(),
-                    })?
+                    JsonValue::number(f).ok_or_else(|| JsonError::NotLosslessNumber { value: n.to_string() })?
                 }
                 serde_json::Value::String(s) => JsonValue::String(JsString::from(s.as_str())),
                 _ => return Ok(None),
@@ -1449,12 +1429,8 @@ impl JsonValue {
         }
         fn open(v: &serde_json::Value) -> Option<Frame<'_>> {
             match v {
-                serde_json::Value::Array(a) => {
-                    Some(Frame::Arr(a.iter(), Vec::with_capacity(a.len())))
-                }
-                serde_json::Value::Object(o) => {
-                    Some(Frame::Obj(o.iter(), Vec::with_capacity(o.len()), None))
-                }
+                serde_json::Value::Array(a) => Some(Frame::Arr(a.iter(), Vec::with_capacity(a.len()))),
+                serde_json::Value::Object(o) => Some(Frame::Obj(o.iter(), Vec::with_capacity(o.len()), None)),
                 _ => None,
             }
         }
@@ -1485,9 +1461,7 @@ impl JsonValue {
                 },
                 None => match stack.pop() {
                     Some(Frame::Arr(_, items)) => JsonValue::Array(items),
-                    Some(Frame::Obj(_, entries, _)) => {
-                        JsonValue::Object(JsonObject::from_entries(entries))
-                    }
+                    Some(Frame::Obj(_, entries, _)) => JsonValue::Object(JsonObject::from_entries(entries)),
                     None => return Ok(JsonValue::Null),
                 },
             };
@@ -1565,11 +1539,7 @@ impl Clone for JsonValue {
         fn open(v: &JsonValue) -> Option<Frame<'_>> {
             match v {
                 JsonValue::Array(a) => Some(Frame::Arr(a.iter(), Vec::with_capacity(a.len()))),
-                JsonValue::Object(o) => Some(Frame::Obj(
-                    o.entries.iter(),
-                    Vec::with_capacity(o.len()),
-                    None,
-                )),
+                JsonValue::Object(o) => Some(Frame::Obj(o.entries.iter(), Vec::with_capacity(o.len()), None)),
                 _ => None,
             }
         }
@@ -1928,9 +1898,7 @@ fn members_valid(text: &str, pos: usize) -> Vec<RawMember<'_>> {
     }
     while b.get(i) == Some(&b'"') {
         let key_end = skip_string_valid(b, i);
-        let raw_key = text
-            .get(i + 1..key_end.saturating_sub(1))
-            .unwrap_or_default();
+        let raw_key = text.get(i + 1..key_end.saturating_sub(1)).unwrap_or_default();
         let colon = skip_ws(b, key_end);
         let vstart = skip_ws(b, colon + 1);
         let vend = skip_value_valid(b, vstart);
@@ -1975,10 +1943,7 @@ pub fn raw_members(text: &str) -> Result<Vec<RawMember<'_>>, JsonError> {
 }
 
 /// [`raw_members`] with explicit limits.
-pub fn raw_members_with<'a>(
-    text: &'a str,
-    limits: &JsonLimits,
-) -> Result<Vec<RawMember<'a>>, JsonError> {
+pub fn raw_members_with<'a>(text: &'a str, limits: &JsonLimits) -> Result<Vec<RawMember<'a>>, JsonError> {
     validate(text, limits)?;
     let b = text.as_bytes();
     let start = skip_ws(b, 0);
@@ -2012,11 +1977,7 @@ pub fn raw_member<'a>(text: &'a str, path: &[&str]) -> Result<Option<&'a str>, J
         if b.get(pos) != Some(&b'{') {
             return Ok(None);
         }
-        match members_valid(text, pos)
-            .into_iter()
-            .rev()
-            .find(|m| m.key == *key)
-        {
+        match members_valid(text, pos).into_iter().rev().find(|m| m.key == *key) {
             Some(m) => pos = m.span.start,
             None => return Ok(None),
         }
