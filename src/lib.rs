@@ -11,6 +11,7 @@
 //! (surface, derive, invariants, repair, fork) → [`store`] → [`projection`] → [`interop`]
 //! (dsh's JSONL and SQLite files).
 
+pub mod bench;
 pub mod cli;
 pub mod error;
 pub mod event;

@@ -124,3 +124,5 @@ impl FileSystem for StdFileSystem {
         path.exists()
     }
 }
+
+pub mod sim;

@@ -1,0 +1,1 @@
+//! The comparison benchmark harness (`sessionlog bench`): sessionlog against its peers.

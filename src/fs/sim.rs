@@ -1,0 +1,1 @@
+//! A simulated, fault-injecting file system for crash tests (see issue "crash safety").
