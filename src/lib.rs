@@ -16,6 +16,8 @@ pub mod cli;
 pub mod error;
 pub mod event;
 pub mod fs;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod index;
 pub mod interop;
 pub mod json;

@@ -33,6 +33,8 @@ pub enum Command {
         #[arg(long, default_value_t = 16)]
         sessions: u64,
     },
+    /// Run the comparison benchmarks (sessionlog against SQLite, JSONL, redb and the raw disk).
+    Bench(crate::bench::BenchArgs),
     /// List the sessions in the store.
     List {
         /// Print JSON.
@@ -67,6 +69,10 @@ fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
     match cli.command {
         Command::Demo { events, sessions } => {
             demo::run(events, sessions)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(args) => {
+            crate::bench::run(&args)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::List { json } => {
