@@ -16,6 +16,7 @@ fn color(peer: &str) -> RGBColor {
         "dsh-jsonl" => RGBColor(44, 160, 44),
         "redb" => RGBColor(255, 127, 14),
         "raw-disk" => RGBColor(90, 90, 90),
+        "sessionlog-read-only" => RGBColor(255, 152, 150),
         _ => RGBColor(148, 103, 189),
     }
 }
@@ -55,21 +56,24 @@ pub fn resume_chart(r: &Results, path: &Path) -> BenchResult<()> {
         .y_label_formatter(&|y| format!("{y}"))
         .draw()
         .map_err(err)?;
-    for peer in PeerKind::READERS {
+    let mut names: Vec<&str> = Vec::new();
+    for x in &r.resume {
+        if !names.contains(&x.peer.as_str()) {
+            names.push(&x.peer);
+        }
+    }
+    for name in names {
         let pts: Vec<(f64, f64)> = r
             .resume
             .iter()
-            .filter(|x| x.peer == peer.name())
+            .filter(|x| x.peer == name)
             .map(|x| (x.events as f64, x.ms))
             .collect();
-        if pts.is_empty() {
-            continue;
-        }
-        let c = color(peer.name());
+        let c = color(name);
         chart
             .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
             .map_err(err)?
-            .label(peer.name())
+            .label(name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
         chart
             .draw_series(pts.into_iter().map(|p| Circle::new(p, 4, c.filled())))

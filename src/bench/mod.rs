@@ -30,6 +30,7 @@ pub mod fold;
 pub mod peers;
 pub mod report;
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -43,7 +44,9 @@ use crate::workload::{
     session_header, session_id,
 };
 
-use peers::{BenchResult, Loaded, Mode, PeerKind, RawWriter, SessionlogWriter, Writer, dir_bytes, group_bytes};
+use peers::{
+    BenchResult, Loaded, Mode, PeerKind, RawWriter, SessionlogStyle, SessionlogWriter, Writer, dir_bytes, group_bytes,
+};
 
 /// Arguments of `sessionlog bench`.
 #[derive(Debug, Clone, clap::Args)]
@@ -62,7 +65,7 @@ pub struct BenchArgs {
     /// benchmark runs on the project's disk; never a RAM disk).
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Run only these sections (comma-separated: append, resume, reopen, replay).
+    /// Run only these sections (comma-separated: append, latency, resume, reopen, replay).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Run only these peers (comma-separated names; sessionlog always runs).
@@ -77,9 +80,13 @@ pub struct BenchArgs {
     /// Internal: load one session of one peer and print time and peak RSS as JSON.
     #[arg(long, hide = true)]
     pub probe: Option<String>,
-    /// Internal: the store directory of `--probe`.
+    /// Internal: the store directory of `--probe` and `--probe-fill`.
     #[arg(long, hide = true)]
     pub probe_dir: Option<PathBuf>,
+    /// Internal: fill a store with this many MB of log, flush, and exit without closing it
+    /// (a crash: the index keeps only what its last durable commit had).
+    #[arg(long, hide = true)]
+    pub probe_fill: Option<u64>,
 }
 
 impl Default for BenchArgs {
@@ -95,6 +102,7 @@ impl Default for BenchArgs {
             compaction_every: WorkloadConfig::default().compaction_every,
             probe: None,
             probe_dir: None,
+            probe_fill: None,
         }
     }
 }
@@ -105,6 +113,9 @@ pub const DSH_JSONL_EVENTS_PER_SEC: f64 = 4_800.0;
 
 /// Runs the benchmark harness.
 pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(mb) = args.probe_fill {
+        return probe_fill(mb, args.probe_dir.as_deref(), args).map_err(|e| e as Box<dyn std::error::Error>);
+    }
     if let Some(peer) = &args.probe {
         return probe(peer, args.probe_dir.as_deref()).map_err(|e| e as Box<dyn std::error::Error>);
     }
@@ -146,6 +157,23 @@ pub struct AppendRow {
     pub events_per_sec_min: f64,
     /// Fastest run's events/s.
     pub events_per_sec_max: f64,
+}
+
+/// Durable single-append latency, measured paired: the peers take turns, one event each.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyRow {
+    /// Peer name.
+    pub peer: String,
+    /// True when each write was durable when it returned.
+    pub durable: bool,
+    /// Writes timed.
+    pub writes: usize,
+    /// Median, microseconds.
+    pub p50_us: f64,
+    /// 90th percentile, microseconds.
+    pub p90_us: f64,
+    /// 99th percentile, microseconds.
+    pub p99_us: f64,
 }
 
 /// One resume measurement (a child process: open, load, fold).
@@ -212,6 +240,8 @@ pub struct DiskRow {
     pub bytes_per_event: f64,
     /// Bytes of event JSON per event (the logical size).
     pub json_bytes_per_event: f64,
+    /// Where the bytes are (sessionlog: log and index).
+    pub detail: String,
 }
 
 /// The replay of the fixtures' real dsh logs, per peer.
@@ -287,6 +317,8 @@ pub struct Results {
     pub workload: WorkloadInfo,
     /// Append throughput and latency.
     pub append: Vec<AppendRow>,
+    /// Durable single-append latency (paired).
+    pub latency: Vec<LatencyRow>,
     /// Resume by session length.
     pub resume: Vec<ResumeRow>,
     /// Reopen after a crash / index rebuild, by log size.
@@ -371,6 +403,11 @@ fn run_all(args: &BenchArgs) -> BenchResult<()> {
     } else {
         Vec::new()
     };
+    let latency = if ctx.section("latency") {
+        latency_section(&mut ctx)?
+    } else {
+        Vec::new()
+    };
     let (resume, read, disk) = if ctx.section("resume") {
         resume_section(&mut ctx)?
     } else {
@@ -399,6 +436,7 @@ fn run_all(args: &BenchArgs) -> BenchResult<()> {
             seed: ctx.config.seed,
         },
         append,
+        latency,
         resume,
         reopen,
         read,
@@ -432,12 +470,12 @@ fn run_all(args: &BenchArgs) -> BenchResult<()> {
 fn append_plan(quick: bool) -> Vec<(usize, Mode, u64)> {
     if quick {
         vec![
-            (1, Mode::PerEvent, 200),
-            (1, Mode::Batch(16), 1024),
-            (1, Mode::Batch(256), 8192),
-            (1, Mode::Batch(1024), 16_384),
-            (1, Mode::FlushPoints, 10),
-            (64, Mode::PerEvent, 4),
+            (1, Mode::PerEvent, 50),
+            (1, Mode::Batch(16), 256),
+            (1, Mode::Batch(256), 4096),
+            (1, Mode::Batch(1024), 8192),
+            (1, Mode::FlushPoints, 5),
+            (64, Mode::PerEvent, 2),
             (64, Mode::Batch(16), 16),
             (64, Mode::Batch(256), 256),
             (64, Mode::FlushPoints, 1),
@@ -527,6 +565,64 @@ fn append_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<AppendRow>> {
         ctx.notes.push(
             "--quick: one run per measurement, small sizes, no batch-1024 run with 64 sessions, resume up to 10k events: figures are a smoke test, not results".into(),
         );
+    }
+    Ok(rows)
+}
+
+fn latency_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<LatencyRow>> {
+    let n: u64 = if ctx.args.quick { 40 } else { 1000 };
+    eprintln!("durable single-append latency ({n} appends per peer, the peers taking turns)");
+    let peers = ctx.peers(&PeerKind::ALL);
+    let events = generate_events(&ctx.config, 0, n);
+    let mut writers = Vec::new();
+    let mut raw = None;
+    for peer in &peers {
+        let dir = ctx.base.join(format!("latency-{}", peer.name()));
+        std::fs::create_dir_all(&dir)?;
+        if *peer == PeerKind::RawDisk {
+            raw = Some(RawWriter::open(&dir)?);
+            writers.push(None);
+        } else {
+            let w = peers::open_writer(*peer, &dir, Mode::PerEvent)?;
+            w.create(0, &session_header(0))?;
+            writers.push(Some(w));
+        }
+    }
+    let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); peers.len()];
+    for (i, e) in events.iter().enumerate() {
+        for k in 0..peers.len() {
+            let p = (k + i) % peers.len();
+            let t = Instant::now();
+            match (&writers[p], &raw) {
+                (Some(w), _) => w.write(0, vec![e.clone()])?,
+                (None, Some(r)) => r.write_bytes(&group_bytes(std::slice::from_ref(e)))?,
+                (None, None) => return Err("no raw writer".into()),
+            }
+            lat[p].push(t.elapsed());
+        }
+    }
+    let mut rows = Vec::new();
+    for ((peer, w), mut l) in peers.iter().zip(writers).zip(lat) {
+        if let Some(w) = w {
+            w.close()?;
+        }
+        l.sort_unstable();
+        let row = LatencyRow {
+            peer: peer.name().into(),
+            durable: peer.durable(),
+            writes: l.len(),
+            p50_us: percentile(&l, 0.5),
+            p90_us: percentile(&l, 0.9),
+            p99_us: percentile(&l, 0.99),
+        };
+        progress(format!(
+            "{:<18} p50 {:>7.0} us  p90 {:>7.0} us  p99 {:>7.0} us",
+            row.peer, row.p50_us, row.p90_us, row.p99_us
+        ));
+        rows.push(row);
+    }
+    for peer in &peers {
+        let _ = std::fs::remove_dir_all(ctx.base.join(format!("latency-{}", peer.name())));
     }
     Ok(rows)
 }
@@ -647,9 +743,10 @@ fn run_raw(workload: &[Vec<Vec<Event>>], dir: &Path) -> BenchResult<(f64, Vec<Du
 // resume, read, disk
 // ---------------------------------------------------------------------------------------------
 
-/// Writes generated session 0 of `turns` turns into a store of `peer` in `dir`: sessionlog at
-/// the workload's flush points (realistic frames), the others in large transactions (their
-/// layout does not depend on the transaction size). Returns (events, JSON bytes).
+/// Writes generated session 0 of `turns` turns into a store of `peer` in `dir`: sessionlog one
+/// frame per flush group (the frames the flush-point workload makes, written without the syncs
+/// to save time), the others in large transactions (their layout does not depend on the
+/// transaction size). Returns (events, JSON bytes).
 fn build_dataset(peer: PeerKind, dir: &Path, config: &WorkloadConfig, turns: u64) -> BenchResult<(u64, u64)> {
     std::fs::create_dir_all(dir)?;
     let c = WorkloadConfig {
@@ -657,7 +754,11 @@ fn build_dataset(peer: PeerKind, dir: &Path, config: &WorkloadConfig, turns: u64
         ..config.clone()
     };
     let writer: Box<dyn Writer> = match peer {
-        PeerKind::Sessionlog => Box::new(SessionlogWriter::open(dir, Mode::FlushPoints)?),
+        PeerKind::Sessionlog => Box::new(SessionlogWriter::open_with(
+            dir,
+            Config::default(),
+            SessionlogStyle::FramesNoSync,
+        )?),
         PeerKind::SqliteFull | PeerKind::SqliteNormal => Box::new(peers::SqliteWriter::open(dir, false)?),
         other => peers::open_writer(other, dir, Mode::Batch(1024))?,
     };
@@ -692,10 +793,14 @@ struct ProbeOutput {
 }
 
 fn probe(peer: &str, dir: Option<&Path>) -> BenchResult<()> {
-    let peer = PeerKind::from_name(peer).ok_or_else(|| format!("unknown peer {peer}"))?;
     let dir = dir.ok_or("--probe needs --probe-dir")?;
     let start = Instant::now();
-    let loaded = peers::resume(peer, dir, &session_id(0), 0)?;
+    let loaded = if peer == SESSIONLOG_READ_ONLY {
+        peers::resume_sessionlog(dir, &session_id(0), true)?
+    } else {
+        let peer = PeerKind::from_name(peer).ok_or_else(|| format!("unknown peer {peer}"))?;
+        peers::resume(peer, dir, &session_id(0), 0)?
+    };
     let ms = start.elapsed().as_secs_f64() * 1e3;
     let out = ProbeOutput {
         ms,
@@ -706,16 +811,18 @@ fn probe(peer: &str, dir: Option<&Path>) -> BenchResult<()> {
     Ok(())
 }
 
-fn run_probe(peer: PeerKind, dir: &Path) -> BenchResult<ProbeOutput> {
+/// The probe name of sessionlog's resume with a read-only open.
+pub(crate) const SESSIONLOG_READ_ONLY: &str = "sessionlog-read-only";
+
+fn run_probe(peer: &str, dir: &Path) -> BenchResult<ProbeOutput> {
     let exe = std::env::current_exe()?;
     let out = std::process::Command::new(exe)
-        .args(["bench", "--probe", peer.name(), "--probe-dir"])
+        .args(["bench", "--probe", peer, "--probe-dir"])
         .arg(dir)
         .output()?;
     if !out.status.success() {
         return Err(format!(
-            "resume probe of {} failed: {}",
-            peer.name(),
+            "resume probe of {peer} failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         )
         .into());
@@ -747,47 +854,67 @@ fn resume_section(ctx: &mut Ctx<'_>) -> BenchResult<ResumeSection> {
                 t.elapsed().as_secs_f64()
             ));
             let runs = if target >= 1_000_000 { 2 } else { 3 };
-            let mut ms = Vec::new();
-            let mut rss = 0u64;
+            let probes: Vec<&str> = if peer == PeerKind::Sessionlog {
+                vec![peer.name(), SESSIONLOG_READ_ONLY]
+            } else {
+                vec![peer.name()]
+            };
             let mut loaded = None;
-            for _ in 0..runs {
-                let p = run_probe(peer, &dir)?;
-                ms.push(p.ms);
-                rss = rss.max(p.rss_kb);
-                loaded = Some(p.loaded);
+            for name in probes {
+                let mut ms = Vec::new();
+                let mut rss = 0u64;
+                for _ in 0..runs {
+                    let p = run_probe(name, &dir)?;
+                    ms.push(p.ms);
+                    rss = rss.max(p.rss_kb);
+                    if p.loaded.events != events {
+                        return Err(format!("{name} resumed {} of {events} events", p.loaded.events).into());
+                    }
+                    loaded = Some(p.loaded);
+                }
+                let l = loaded.ok_or("no probe run")?;
+                ms.sort_by(f64::total_cmp);
+                let row = ResumeRow {
+                    peer: name.into(),
+                    kind: match (peer, name == SESSIONLOG_READ_ONLY) {
+                        (PeerKind::Sessionlog, false) => format!("{}, writable open", peers::SESSIONLOG_RESUME_KIND),
+                        (PeerKind::Sessionlog, true) => format!("{}, read-only open", peers::SESSIONLOG_RESUME_KIND),
+                        _ => "read all + parse + fold".into(),
+                    },
+                    events,
+                    ms: ms[ms.len() / 2],
+                    rss_mb: rss as f64 / 1024.0,
+                    surface: l.surface,
+                    messages: l.messages,
+                };
+                progress(format!(
+                    "{:<20} resume {events} events: {:.1} ms, peak RSS {:.1} MB, surface {} nodes, {} messages",
+                    row.peer, row.ms, row.rss_mb, row.surface, row.messages
+                ));
+                resume.push(row);
             }
             let loaded = loaded.ok_or("no probe run")?;
-            if loaded.events != events {
-                return Err(format!("{} resumed {} of {events} events", peer.name(), loaded.events).into());
-            }
-            ms.sort_by(f64::total_cmp);
-            let row = ResumeRow {
-                peer: peer.name().into(),
-                kind: if peer == PeerKind::Sessionlog {
-                    peers::SESSIONLOG_RESUME_KIND.into()
-                } else {
-                    "read all + parse + fold".into()
-                },
-                events,
-                ms: ms[ms.len() / 2],
-                rss_mb: rss as f64 / 1024.0,
-                surface: loaded.surface,
-                messages: loaded.messages,
-            };
-            progress(format!(
-                "{:<18} resume {events} events: {:.1} ms, peak RSS {:.1} MB, surface {} nodes, {} messages",
-                row.peer, row.ms, row.rss_mb, row.surface, row.messages
-            ));
             loads.push(loaded);
-            resume.push(row);
             if largest {
                 let bytes = dir_bytes(&dir);
+                let detail = if peer == PeerKind::Sessionlog {
+                    let log = dir_bytes(&dir.join(crate::log::segment::SEGMENTS_DIR));
+                    let index = std::fs::metadata(dir.join(INDEX_FILE)).map_or(0, |m| m.len());
+                    format!(
+                        "log {:.0} + index.redb {:.0} bytes/event",
+                        log as f64 / events as f64,
+                        index as f64 / events as f64
+                    )
+                } else {
+                    String::new()
+                };
                 disk.push(DiskRow {
                     peer: peer.name().into(),
                     events,
                     bytes,
                     bytes_per_event: bytes as f64 / events as f64,
                     json_bytes_per_event: json_bytes as f64 / events as f64,
+                    detail,
                 });
                 let t = Instant::now();
                 let n = peers::read_all(peer, &dir, &session_id(0), 0)?;
@@ -824,51 +951,85 @@ fn resume_section(ctx: &mut Ctx<'_>) -> BenchResult<ResumeSection> {
 // reopen
 // ---------------------------------------------------------------------------------------------
 
+/// What the fill child prints.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct FillOutput {
+    events: u64,
+    log_bytes: u64,
+}
+
+/// The fill child: writes `mb` MB of log (8 sessions, one frame per turn) into a store that
+/// never checkpoints its index, flushes, and exits without closing the store, as a crash would.
+fn probe_fill(mb: u64, dir: Option<&Path>, args: &BenchArgs) -> BenchResult<()> {
+    let dir = dir.ok_or("--probe-fill needs --probe-dir")?;
+    let config = Config {
+        checkpoint_bytes: 1 << 62,
+        ..Config::default()
+    };
+    let writer = SessionlogWriter::open_with(dir, config, SessionlogStyle::FramesNoSync)?;
+    let workload = WorkloadConfig {
+        turns: u64::MAX,
+        seed: args.seed,
+        compaction_every: args.compaction_every,
+        ..WorkloadConfig::default()
+    };
+    let sessions = 8u64;
+    let mut gens = Vec::new();
+    for i in 0..sessions {
+        writer.create(i as usize, &session_header(i))?;
+        gens.push(SessionGenerator::new(&workload, i));
+    }
+    let segments = dir.join(crate::log::segment::SEGMENTS_DIR);
+    let mut events = 0u64;
+    while dir_bytes(&segments) < mb << 20 {
+        for (i, g) in gens.iter_mut().enumerate() {
+            let mut turn = Vec::new();
+            for _ in 0..4 {
+                turn.extend(g.next().ok_or("generator ended")?.events);
+            }
+            events += turn.len() as u64;
+            writer.write(i, turn)?;
+        }
+    }
+    let store = writer.into_store();
+    store.flush()?;
+    let out = FillOutput {
+        events,
+        log_bytes: dir_bytes(&segments),
+    };
+    println!("{}", serde_json::to_string(&out)?);
+    std::io::stdout().flush()?;
+    // A crash: no destructor runs, so the index gets no final commit and the process's
+    // non-durable index commits are lost with it.
+    std::process::exit(0)
+}
+
 fn reopen_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<ReopenRow>> {
     eprintln!("reopen after a crash and index rebuild (sessionlog)");
     let sizes_mb: &[u64] = if ctx.args.quick { &[2, 8] } else { &[16, 64, 256] };
     let mut rows = Vec::new();
     for &mb in sizes_mb {
         let dir = ctx.base.join(format!("reopen-{mb}"));
-        let config = Config {
-            durability: Durability::Buffered,
-            checkpoint_bytes: 1 << 62,
-            ..Config::default()
-        };
-        let writer = SessionlogWriter::open_with(&dir, config, true)?;
-        let sessions = 8u64;
-        let mut gens: Vec<SessionGenerator> = (0..sessions)
-            .map(|i| {
-                writer.create(i as usize, &session_header(i))?;
-                Ok(SessionGenerator::new(
-                    &WorkloadConfig {
-                        turns: u64::MAX,
-                        ..ctx.config.clone()
-                    },
-                    i,
-                ))
-            })
-            .collect::<BenchResult<_>>()?;
-        let segments = dir.join(crate::log::segment::SEGMENTS_DIR);
-        let mut events = 0u64;
-        'fill: loop {
-            for (i, g) in gens.iter_mut().enumerate() {
-                // One turn per write: four flush groups merged.
-                let mut turn = Vec::new();
-                for _ in 0..4 {
-                    turn.extend(g.next().ok_or("generator ended")?.events);
-                }
-                events += turn.len() as u64;
-                writer.write(i, turn)?;
-            }
-            if dir_bytes(&segments) >= mb << 20 {
-                break 'fill;
-            }
+        let exe = std::env::current_exe()?;
+        let out = std::process::Command::new(exe)
+            .args([
+                "bench",
+                "--probe-fill",
+                &mb.to_string(),
+                "--seed",
+                &ctx.config.seed.to_string(),
+            ])
+            .args([
+                "--compaction-every",
+                &ctx.config.compaction_every.to_string(),
+                "--probe-dir",
+            ])
+            .arg(&dir)
+            .output()?;
+        if !out.status.success() {
+            return Err(format!("the fill child failed: {}", String::from_utf8_lossy(&out.stderr).trim()).into());
         }
-        let store = writer.into_store();
-        store.flush()?;
-        store.abandon();
-        let log_bytes = dir_bytes(&segments);
+        let fill: FillOutput = serde_json::from_slice(&out.stdout)?;
 
         let t = Instant::now();
         let store = Store::open(&dir, Config::default())?;
@@ -885,14 +1046,14 @@ fn reopen_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<ReopenRow>> {
         let t = Instant::now();
         let store = Store::open(&dir, Config::default())?;
         let rebuild_ms = t.elapsed().as_secs_f64() * 1e3;
-        let total: u64 = (0..sessions).map(|i| store.len(&session_id(i)).unwrap_or(0)).sum();
+        let total: u64 = (0..8).map(|i| store.len(&session_id(i)).unwrap_or(0)).sum();
         store.close()?;
-        if total != events {
-            return Err(format!("after the rebuild the store holds {total} of {events} events").into());
+        if total != fill.events {
+            return Err(format!("after the rebuild the store holds {total} of {} events", fill.events).into());
         }
         let row = ReopenRow {
-            log_bytes,
-            events,
+            log_bytes: fill.log_bytes,
+            events: fill.events,
             clean_ms,
             crash_ms,
             frames_scanned: report.frames_scanned,
@@ -900,8 +1061,9 @@ fn reopen_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<ReopenRow>> {
             rebuild_ms,
         };
         progress(format!(
-            "log {:.1} MB ({events} events): clean open {clean_ms:.1} ms, after crash {crash_ms:.1} ms ({} frames / {} events scanned), rebuild {rebuild_ms:.1} ms",
-            log_bytes as f64 / 1e6,
+            "log {:.1} MB ({} events): clean open {clean_ms:.1} ms, after crash {crash_ms:.1} ms ({} frames / {} events scanned), rebuild {rebuild_ms:.1} ms",
+            fill.log_bytes as f64 / 1e6,
+            fill.events,
             row.frames_scanned,
             row.events_recovered
         ));
@@ -961,6 +1123,11 @@ fn replay_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<ReplayRow>> {
             refused.len(),
             refused.join(", ")
         ));
+    }
+    if ctx.args.quick {
+        sessions.truncate(20);
+        ctx.notes
+            .push("--quick: replay of the first 20 fixture logs only".into());
     }
     let mut rows = Vec::new();
     for peer in ctx.peers(&PeerKind::ALL) {

@@ -133,38 +133,51 @@ pub fn open_writer(peer: PeerKind, dir: &Path, mode: Mode) -> BenchResult<Box<dy
 // sessionlog
 // ---------------------------------------------------------------------------------------------
 
+/// How [`SessionlogWriter`] appends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionlogStyle {
+    /// `Sync` store; `append` for one event, `append_batch` for several: each write durable.
+    Sync,
+    /// `Buffered` store; `append` each event, then `flush()` (the flush-point workload).
+    BufferedFlush,
+    /// `Buffered` store with `batch_bytes = 1`: each `append_batch` is written as its own frame
+    /// at once but not synced (for building data sets with realistic frames quickly).
+    FramesNoSync,
+}
+
 /// sessionlog: `Sync` durability with `append`/`append_batch`, or `Buffered` with `flush()`
 /// at flush points.
 pub struct SessionlogWriter {
     store: Store,
-    buffered: bool,
+    style: SessionlogStyle,
     ids: Mutex<HashMap<usize, String>>,
 }
 
 impl SessionlogWriter {
     /// Opens a store in `dir` configured for `mode`.
     pub fn open(dir: &Path, mode: Mode) -> BenchResult<Self> {
-        let buffered = mode == Mode::FlushPoints;
-        let durability = if buffered {
-            Durability::Buffered
+        let style = if mode == Mode::FlushPoints {
+            SessionlogStyle::BufferedFlush
         } else {
-            Durability::Sync
+            SessionlogStyle::Sync
         };
-        Self::open_with(
-            dir,
-            Config {
-                durability,
-                ..Config::default()
-            },
-            buffered,
-        )
+        Self::open_with(dir, Config::default(), style)
     }
 
-    /// Opens a store in `dir` with an explicit configuration.
-    pub fn open_with(dir: &Path, config: Config, buffered: bool) -> BenchResult<Self> {
+    /// Opens a store in `dir` with an explicit configuration (its durability is set from
+    /// `style`).
+    pub fn open_with(dir: &Path, mut config: Config, style: SessionlogStyle) -> BenchResult<Self> {
+        match style {
+            SessionlogStyle::Sync => config.durability = Durability::Sync,
+            SessionlogStyle::BufferedFlush => config.durability = Durability::Buffered,
+            SessionlogStyle::FramesNoSync => {
+                config.durability = Durability::Buffered;
+                config.batch_bytes = 1;
+            }
+        }
         Ok(SessionlogWriter {
             store: Store::open(dir, config)?,
-            buffered,
+            style,
             ids: Mutex::new(HashMap::new()),
         })
     }
@@ -196,20 +209,24 @@ impl Writer for SessionlogWriter {
 
     fn write(&self, index: usize, events: Vec<Event>) -> BenchResult<()> {
         let id = self.id(index)?;
-        if self.buffered {
-            for e in events {
-                self.store.append(&id, e)?;
+        match self.style {
+            SessionlogStyle::BufferedFlush => {
+                for e in events {
+                    self.store.append(&id, e)?;
+                }
+                self.store.flush()?;
             }
-            self.store.flush()?;
-        } else if events.len() == 1 {
-            let receipt = self
-                .store
-                .append(&id, events.into_iter().next().ok_or("empty group")?)?;
-            if !receipt.durable {
-                return Err("a Sync append returned before it was durable".into());
+            SessionlogStyle::Sync if events.len() == 1 => {
+                let receipt = self
+                    .store
+                    .append(&id, events.into_iter().next().ok_or("empty group")?)?;
+                if !receipt.durable {
+                    return Err("a Sync append returned before it was durable".into());
+                }
             }
-        } else {
-            self.store.append_batch(&id, events)?;
+            SessionlogStyle::Sync | SessionlogStyle::FramesNoSync => {
+                self.store.append_batch(&id, events)?;
+            }
         }
         Ok(())
     }
@@ -600,22 +617,42 @@ pub struct Loaded {
 /// the session layer's surface-only resume is in `main`.
 pub const SESSIONLOG_RESUME_KIND: &str = "full-read";
 
+/// Resumes session `id` of sessionlog's store in `dir`, opened writable (to go on appending)
+/// or read-only (no open-time syncs), reading every event and folding the surface.
+///
+/// The session layer's fast resume (reading only the surface's frames) plugs in here once it
+/// is in `main`; until then this is a full read ([`SESSIONLOG_RESUME_KIND`]).
+pub fn resume_sessionlog(dir: &Path, id: &str, read_only: bool) -> BenchResult<Loaded> {
+    let mut fold = SurfaceFold::default();
+    let mut events = 0u64;
+    let store = Store::open(
+        dir,
+        Config {
+            read_only,
+            ..Config::default()
+        },
+    )?;
+    let n = store.len(id).ok_or_else(|| format!("no session {id}"))?;
+    for e in store.events(id, 0..n)? {
+        let e = e?;
+        events += 1;
+        fold.apply_text(&e)?;
+    }
+    let (surface, messages) = fold.finish();
+    Ok(Loaded {
+        events,
+        surface,
+        messages,
+    })
+}
+
 /// Resumes session `id` of `peer` stored in `dir`: open, read every event, parse what the
 /// peer must parse, fold the surface and derive the messages.
 pub fn resume(peer: PeerKind, dir: &Path, id: &str, index: usize) -> BenchResult<Loaded> {
     let mut fold = SurfaceFold::default();
     let mut events = 0u64;
     match peer {
-        PeerKind::Sessionlog => {
-            // The session layer (surface frames, fast resume) plugs in here once it is in main.
-            let store = Store::open(dir, Config::default())?;
-            let n = store.len(id).ok_or_else(|| format!("no session {id}"))?;
-            for e in store.events(id, 0..n)? {
-                let e = e?;
-                events += 1;
-                fold.apply_text(&e)?;
-            }
-        }
+        PeerKind::Sessionlog => return resume_sessionlog(dir, id, false),
         PeerKind::Redb => {
             let db = redb::Database::open(dir.join(REDB_FILE))?;
             let txn = db.begin_read()?;
@@ -691,6 +728,7 @@ pub fn resume(peer: PeerKind, dir: &Path, id: &str, index: usize) -> BenchResult
 }
 
 /// Reads every event of session `id` of `peer` as an [`Event`] (no fold), returning the count.
+/// Stores are opened read-only.
 pub fn read_all(peer: PeerKind, dir: &Path, id: &str, index: usize) -> BenchResult<u64> {
     let mut n = 0u64;
     let mut sink = |e: Event| {
@@ -699,7 +737,13 @@ pub fn read_all(peer: PeerKind, dir: &Path, id: &str, index: usize) -> BenchResu
     };
     match peer {
         PeerKind::Sessionlog => {
-            let store = Store::open(dir, Config::default())?;
+            let store = Store::open(
+                dir,
+                Config {
+                    read_only: true,
+                    ..Config::default()
+                },
+            )?;
             let len = store.len(id).ok_or_else(|| format!("no session {id}"))?;
             for e in store.events(id, 0..len)? {
                 sink(e?);
