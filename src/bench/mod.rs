@@ -669,25 +669,36 @@ fn run_append(peer: PeerKind, mode: Mode, workload: &[Vec<Vec<Event>>], dir: &Pa
                 .enumerate()
                 .map(|(i, groups)| {
                     let barrier = &barrier;
-                    s.spawn(move || -> BenchResult<Vec<Duration>> {
+                    s.spawn(move || -> BenchResult<(Instant, Instant, Vec<Duration>)> {
                         let mut lat = Vec::with_capacity(groups.len());
                         barrier.wait();
+                        let start = Instant::now();
                         for g in groups {
                             let t = Instant::now();
                             w.write(i, g)?;
                             lat.push(t.elapsed());
                         }
-                        Ok(lat)
+                        Ok((start, Instant::now(), lat))
                     })
                 })
                 .collect();
             barrier.wait();
-            let start = Instant::now();
+            // The wall time runs from the first thread's start to the last one's end (the
+            // main thread may not be scheduled again before the workers finish).
+            let mut first: Option<Instant> = None;
+            let mut last: Option<Instant> = None;
             let mut all = Vec::new();
             for h in handles {
-                all.extend(h.join().map_err(|_| "an appender thread panicked")??);
+                let (start, end, lat) = h.join().map_err(|_| "an appender thread panicked")??;
+                first = Some(first.map_or(start, |f| f.min(start)));
+                last = Some(last.map_or(end, |l| l.max(end)));
+                all.extend(lat);
             }
-            Ok((start.elapsed().as_secs_f64(), all))
+            let seconds = match (first, last) {
+                (Some(f), Some(l)) => l.duration_since(f).as_secs_f64(),
+                _ => 0.0,
+            };
+            Ok((seconds.max(1e-9), all))
         })?;
         writer.close()?;
         (seconds, lat)
