@@ -3,17 +3,27 @@
 //! (§4.7 rule 3).
 
 use super::error::{ShapeError, Subject};
-use super::jv::{Doc, JsonDefect, N, is_safe_integer, js_number};
+use super::jv::{Doc, N, is_safe_integer, js_number};
 use crate::event::Event;
 
-/// Parses `data` as lossless JSON (§3): `JSON.parse` grammar, no `-0`, no overflow.
-pub(crate) fn parse_data_lossless(data: &str) -> Result<Doc<'_>, JsonDefect> {
-    Doc::parse_lossless(data)
+/// JSON limits of the session layer: dsh has none, so neither depth nor size is bounded
+/// here (the store bounds record sizes itself).
+pub(crate) const UNBOUNDED: crate::json::JsonLimits = crate::json::JsonLimits {
+    max_depth: usize::MAX,
+    max_bytes: usize::MAX,
+};
+
+/// Parses `data` as lossless JSON (§3): the engine's lossless boundary
+/// ([`crate::json::validate_with`], refusing `-0` and overflow) then a field reader.
+pub(crate) fn parse_data_lossless(data: &str) -> Result<Doc<'_>, String> {
+    crate::json::validate_with(data, &UNBOUNDED, crate::json::NegativeZero::Refuse)
+        .map_err(|e| e.to_string())?;
+    Doc::parse_lossless(data).map_err(|e| e.to_string())
 }
 
 /// Parses stored `data` as dsh's restore path does (plain `JSON.parse`).
-pub(crate) fn parse_data_restore(data: &str) -> Result<Doc<'_>, JsonDefect> {
-    Doc::parse(data)
+pub(crate) fn parse_data_restore(data: &str) -> Result<Doc<'_>, String> {
+    Doc::parse(data).map_err(|e| e.to_string())
 }
 
 /// True when `v` is an object (arrays included, as JavaScript's `typeof v === "object"`)

@@ -303,11 +303,11 @@ impl SessionState {
                 return Err(shape_err(match mode {
                     Mode::Append => ShapeError::NonJsonData {
                         subject: at_index,
-                        detail: defect.to_string(),
+                        detail: defect.clone(),
                     },
                     Mode::Seed { .. } => ShapeError::NotLossless {
                         subject: at_index,
-                        detail: defect.to_string(),
+                        detail: defect.clone(),
                     },
                 }));
             }
