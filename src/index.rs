@@ -14,7 +14,9 @@
 
 use std::path::Path;
 
-use redb::{Database, Durability, ReadOnlyDatabase, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{
+    Database, Durability, ReadOnlyDatabase, ReadableDatabase, ReadableTable, TableDefinition,
+};
 
 use crate::error::{IndexError, LogPosition};
 use crate::event::{Seq, SessionHeader};
@@ -161,8 +163,8 @@ impl SessionRow {
                 format!("row is {} bytes, at least 32 expected", b.len()),
             ));
         }
-        let header: SessionHeader =
-            postcard::from_bytes(&b[32..]).map_err(|e| malformed("sessions", format!("header: {e}")))?;
+        let header: SessionHeader = postcard::from_bytes(&b[32..])
+            .map_err(|e| malformed("sessions", format!("header: {e}")))?;
         Ok(SessionRow {
             number: u64_le(&b[0..8]),
             next_seq: u64_le(&b[8..16]),
@@ -298,7 +300,12 @@ impl Index {
 
     /// Writes a batch and the new watermark in one transaction. `durable` selects a durable
     /// redb commit; otherwise the commit survives only if a later durable one follows.
-    pub fn commit(&self, batch: &IndexBatch, watermark: Watermark, durable: bool) -> Result<(), IndexError> {
+    pub fn commit(
+        &self,
+        batch: &IndexBatch,
+        watermark: Watermark,
+        durable: bool,
+    ) -> Result<(), IndexError> {
         let db = self.writer()?;
         let mut txn = db.begin_write()?;
         txn.set_durability(if durable {
@@ -308,7 +315,10 @@ impl Index {
         })?;
         {
             let mut meta = txn.open_table(META)?;
-            meta.insert(META_FORMAT_VERSION, INDEX_FORMAT_VERSION.to_le_bytes().as_slice())?;
+            meta.insert(
+                META_FORMAT_VERSION,
+                INDEX_FORMAT_VERSION.to_le_bytes().as_slice(),
+            )?;
             meta.insert(META_WATERMARK, watermark.encode().as_slice())?;
             let mut sessions = txn.open_table(SESSIONS)?;
             let mut ids = txn.open_table(SESSION_IDS)?;
@@ -385,11 +395,19 @@ impl Index {
         let mut out = Vec::new();
         for item in txn.open_table(META)?.iter()? {
             let (k, v) = item?;
-            out.push(("meta".into(), k.value().as_bytes().to_vec(), v.value().to_vec()));
+            out.push((
+                "meta".into(),
+                k.value().as_bytes().to_vec(),
+                v.value().to_vec(),
+            ));
         }
         for item in txn.open_table(SESSIONS)?.iter()? {
             let (k, v) = item?;
-            out.push(("sessions".into(), k.value().as_bytes().to_vec(), v.value().to_vec()));
+            out.push((
+                "sessions".into(),
+                k.value().as_bytes().to_vec(),
+                v.value().to_vec(),
+            ));
         }
         for item in txn.open_table(SESSION_IDS)?.iter()? {
             let (k, v) = item?;

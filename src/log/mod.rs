@@ -97,7 +97,10 @@ impl Segments {
 
     /// Removes segment `number` and syncs the directory.
     pub fn remove(&self, number: u64) -> io::Result<()> {
-        self.handles.lock().unwrap_or_else(|p| p.into_inner()).remove(&number);
+        self.handles
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&number);
         self.fs.remove_file(&self.path(number))?;
         self.fs.sync_dir(&self.dir)
     }
@@ -119,7 +122,10 @@ impl Segments {
             detail: e.to_string(),
         };
         if (frame_len as usize) < FRAME_HEADER_LEN
-            || frame_len > limits.max_frame_bytes.saturating_add(FRAME_HEADER_LEN as u32)
+            || frame_len
+                > limits
+                    .max_frame_bytes
+                    .saturating_add(FRAME_HEADER_LEN as u32)
         {
             return Err(corrupt(DecodeError::Length {
                 length: u64::from(frame_len),
@@ -145,7 +151,10 @@ impl Segments {
         if header.frame_len() != u64::from(frame_len) {
             return Err(corrupt(DecodeError::Field {
                 field: "stored_len",
-                detail: format!("frame is {} bytes, the index says {frame_len}", header.frame_len()),
+                detail: format!(
+                    "frame is {} bytes, the index says {frame_len}",
+                    header.frame_len()
+                ),
             }));
         }
         frame::decode_payload(&header, &buf[8..]).map_err(corrupt)

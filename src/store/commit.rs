@@ -52,7 +52,11 @@ pub(crate) struct Counters {
 #[derive(Debug)]
 enum StagedEntry {
     Session,
-    Event { session: u64, seq: Seq, record_offset: u32 },
+    Event {
+        session: u64,
+        seq: Seq,
+        record_offset: u32,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -148,7 +152,12 @@ impl Committer {
     }
 
     /// Stages a session creation. Returns the record's LSN.
-    pub(crate) fn stage_session(&self, number: u64, header: SessionHeader, record: &[u8]) -> Result<u64, AppendError> {
+    pub(crate) fn stage_session(
+        &self,
+        number: u64,
+        header: SessionHeader,
+        record: &[u8],
+    ) -> Result<u64, AppendError> {
         let mut st = self.lock();
         if let Some(f) = &st.failed {
             return Err(AppendError::PreviousIo(f.clone()));
@@ -307,7 +316,11 @@ impl Committer {
                     }
                 }
                 st.watermark = watermark;
-                st.bytes_since_checkpoint = if checkpointed { 0 } else { since_checkpoint + written };
+                st.bytes_since_checkpoint = if checkpointed {
+                    0
+                } else {
+                    since_checkpoint + written
+                };
                 for e in &staged.entries {
                     if let StagedEntry::Event { session, seq, .. } = e {
                         st.pending.remove(&(*session, *seq));
@@ -341,10 +354,17 @@ impl Committer {
     ) -> Result<(u64, bool), AppendError> {
         let mut written = 0u64;
         if !staged.raw.is_empty() {
-            let bytes = frame::encode(&staged.raw, self.config.compress_threshold, self.config.zstd_level);
+            let bytes = frame::encode(
+                &staged.raw,
+                self.config.compress_threshold,
+                self.config.zstd_level,
+            );
             let needs_roll = match active {
                 None => true,
-                Some(a) => a.len > SEGMENT_HEADER_LEN && a.len + bytes.len() as u64 > self.config.segment_bytes,
+                Some(a) => {
+                    a.len > SEGMENT_HEADER_LEN
+                        && a.len + bytes.len() as u64 > self.config.segment_bytes
+                }
             };
             if needs_roll {
                 if let Some(old) = active.take() {
@@ -396,7 +416,8 @@ impl Committer {
         if sync && let Some(a) = active.as_ref() {
             a.file.sync_data()?;
         }
-        let durable_index = sync && (checkpoint || since_checkpoint + written >= self.config.checkpoint_bytes);
+        let durable_index =
+            sync && (checkpoint || since_checkpoint + written >= self.config.checkpoint_bytes);
         if !batch.is_empty() || durable_index {
             self.index.commit(batch, *watermark, durable_index)?;
         }

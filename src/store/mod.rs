@@ -173,12 +173,16 @@ impl Store {
         } else if !config.fs.exists(&dir) {
             return Err(OpenError::Io {
                 path: dir.clone(),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "store directory does not exist"),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "store directory does not exist",
+                ),
             });
         }
         let store_lock = lock::StoreLock::acquire(&dir.join(LOCK_FILE), writable)?;
         let segments = Arc::new(
-            Segments::new(config.fs.clone(), dir.join(SEGMENTS_DIR), writable).map_err(io(dir.join(SEGMENTS_DIR)))?,
+            Segments::new(config.fs.clone(), dir.join(SEGMENTS_DIR), writable)
+                .map_err(io(dir.join(SEGMENTS_DIR)))?,
         );
         let index_path = dir.join(INDEX_FILE);
         let index = if writable {
@@ -237,10 +241,16 @@ impl Store {
             ))
         });
         let timer = match (config.durability, &committer) {
-            (Durability::Group { max_delay }, Some(c)) => Some(spawn_group_timer(c.clone(), max_delay)),
+            (Durability::Group { max_delay }, Some(c)) => {
+                Some(spawn_group_timer(c.clone(), max_delay))
+            }
             _ => None,
         };
-        let overlay = recovered.overlay.into_iter().map(|(s, q, l)| ((s, q), l)).collect();
+        let overlay = recovered
+            .overlay
+            .into_iter()
+            .map(|(s, q, l)| ((s, q), l))
+            .collect();
         Ok(Store {
             dir,
             config,
@@ -278,7 +288,11 @@ impl Store {
     }
 
     fn slot(&self, id: &str) -> Option<Arc<Mutex<SessionSlot>>> {
-        self.sessions.read().unwrap_or_else(|p| p.into_inner()).get(id).cloned()
+        self.sessions
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
     }
 
     /// Creates a session. Its id must be new and non-empty.
@@ -296,10 +310,12 @@ impl Store {
             header: header.clone(),
         };
         let mut bytes = Vec::new();
-        record.encode_into(&mut bytes).map_err(|e| AppendError::InvalidHeader {
-            id: header.id.clone(),
-            reason: e.to_string(),
-        })?;
+        record
+            .encode_into(&mut bytes)
+            .map_err(|e| AppendError::InvalidHeader {
+                id: header.id.clone(),
+                reason: e.to_string(),
+            })?;
         let lsn = committer.stage_session(number, header.clone(), &bytes)?;
         *next += 1;
         self.numbers
@@ -347,12 +363,14 @@ impl Store {
                 event: EventRecord::from(event),
             };
             let mut bytes = Vec::new();
-            record.encode_into(&mut bytes).map_err(|e| AppendError::Envelope {
-                session: session.to_owned(),
-                kind: String::new(),
-                seq: counters.next_seq - 1,
-                reason: e.to_string(),
-            })?;
+            record
+                .encode_into(&mut bytes)
+                .map_err(|e| AppendError::Envelope {
+                    session: session.to_owned(),
+                    kind: String::new(),
+                    seq: counters.next_seq - 1,
+                    reason: e.to_string(),
+                })?;
             let Record::Event { event, .. } = record else {
                 unreachable!("built as an event record above")
             };
@@ -408,7 +426,9 @@ impl Store {
 
     /// True when the append behind `receipt` is durable.
     pub fn is_durable(&self, receipt: &Receipt) -> bool {
-        self.committer.as_ref().is_none_or(|c| c.is_durable(receipt.lsn))
+        self.committer
+            .as_ref()
+            .is_none_or(|c| c.is_durable(receipt.lsn))
     }
 
     /// A barrier: returns once everything appended before the call is durable.
@@ -423,7 +443,12 @@ impl Store {
         c.commit(c.staged_lsn(), Goal::Durable, true)
     }
 
-    fn validate_event(&self, session: &str, event: &Event, expected: Seq) -> Result<(), AppendError> {
+    fn validate_event(
+        &self,
+        session: &str,
+        event: &Event,
+        expected: Seq,
+    ) -> Result<(), AppendError> {
         let envelope = |reason: String| AppendError::Envelope {
             session: session.to_owned(),
             kind: event.kind.clone(),
@@ -438,10 +463,15 @@ impl Store {
             });
         }
         if event.time.abs() > MAX_SAFE_INTEGER {
-            return Err(envelope(format!("time {} is not a safe integer", event.time)));
+            return Err(envelope(format!(
+                "time {} is not a safe integer",
+                event.time
+            )));
         }
         if event.kind == "request/header-delta" {
-            return Err(envelope("unsupported legacy request/header-delta format".into()));
+            return Err(envelope(
+                "unsupported legacy request/header-delta format".into(),
+            ));
         }
         let size = event.data.len() as u64;
         if size > self.config.max_event_bytes {
@@ -465,7 +495,9 @@ impl Store {
             let mut seen = std::collections::HashSet::new();
             for &s in sources {
                 if s >= expected {
-                    return Err(envelope(format!("sourceEventSeqs entry {s} is not an earlier seq")));
+                    return Err(envelope(format!(
+                        "sourceEventSeqs entry {s} is not an earlier seq"
+                    )));
                 }
                 if !seen.insert(s) {
                     return Err(envelope(format!("sourceEventSeqs entry {s} is duplicated")));
@@ -494,7 +526,8 @@ impl Store {
         if seq >= next {
             return Ok(None);
         }
-        self.read_one(number, seq, &mut FrameCache::default()).map(Some)
+        self.read_one(number, seq, &mut FrameCache::default())
+            .map(Some)
     }
 
     fn read_one(&self, number: u64, seq: Seq, cache: &mut FrameCache) -> Result<Event, ReadError> {
@@ -511,16 +544,27 @@ impl Store {
         self.read_at(number, seq, loc, cache)
     }
 
-    fn read_at(&self, number: u64, seq: Seq, loc: Location, cache: &mut FrameCache) -> Result<Event, ReadError> {
+    fn read_at(
+        &self,
+        number: u64,
+        seq: Seq,
+        loc: Location,
+        cache: &mut FrameCache,
+    ) -> Result<Event, ReadError> {
         let position = loc.position();
         let payload = cache.get(&self.segments, loc, &self.limits)?;
         let corrupt = |detail: String| ReadError::Corruption { position, detail };
-        let bytes = payload
-            .get(loc.record_offset as usize..)
-            .ok_or_else(|| corrupt(format!("record offset {} is past the frame payload", loc.record_offset)))?;
+        let bytes = payload.get(loc.record_offset as usize..).ok_or_else(|| {
+            corrupt(format!(
+                "record offset {} is past the frame payload",
+                loc.record_offset
+            ))
+        })?;
         let (record, _) = Record::decode(bytes).map_err(|e| corrupt(e.to_string()))?;
         match record {
-            Record::Event { session, event } if session == number && event.seq == seq => Ok(Event::from(event)),
+            Record::Event { session, event } if session == number && event.seq == seq => {
+                Ok(Event::from(event))
+            }
             _ => Err(corrupt(format!(
                 "the record at record offset {} is not event seq {seq} of session number {number}",
                 loc.record_offset
@@ -530,7 +574,11 @@ impl Store {
 
     /// Reads a session's events with seq in `range`, in seq order, in bounded chunks (the whole
     /// log is never loaded).
-    pub fn events(&self, session: &str, range: std::ops::Range<Seq>) -> Result<Events<'_>, ReadError> {
+    pub fn events(
+        &self,
+        session: &str,
+        range: std::ops::Range<Seq>,
+    ) -> Result<Events<'_>, ReadError> {
         let (number, next) = self.number(session)?;
         Ok(Events {
             store: self,
@@ -559,7 +607,11 @@ impl Store {
             let header = rows
                 .get(id)
                 .map(|r| r.header.clone())
-                .or_else(|| self.committer.as_ref().and_then(|c| c.header(slot_number(&slot))))
+                .or_else(|| {
+                    self.committer
+                        .as_ref()
+                        .and_then(|c| c.header(slot_number(&slot)))
+                })
                 .unwrap_or_else(|| SessionHeader::new(id.clone(), 0));
             out.push(SessionInfo {
                 header,
@@ -631,7 +683,9 @@ impl Store {
                                 };
                                 match index.location(session, event.seq) {
                                     Ok(Some(l)) if l == want => {}
-                                    Ok(other) if !self.overlay.contains_key(&(session, event.seq)) => {
+                                    Ok(other)
+                                        if !self.overlay.contains_key(&(session, event.seq)) =>
+                                    {
                                         if self
                                             .committer
                                             .as_ref()
@@ -761,7 +815,12 @@ impl Iterator for Events<'_> {
         }
         let seq = self.next;
         self.next += 1;
-        if let Some(e) = self.store.committer.as_ref().and_then(|c| c.pending(self.number, seq)) {
+        if let Some(e) = self
+            .store
+            .committer
+            .as_ref()
+            .and_then(|c| c.pending(self.number, seq))
+        {
             return Some(Ok((*e).clone()));
         }
         if let Some(l) = self.store.overlay.get(&(self.number, seq)) {
@@ -795,7 +854,12 @@ struct FrameCache {
 }
 
 impl FrameCache {
-    fn get(&mut self, segments: &Segments, loc: Location, limits: &FrameLimits) -> Result<Arc<Vec<u8>>, ReadError> {
+    fn get(
+        &mut self,
+        segments: &Segments,
+        loc: Location,
+        limits: &FrameLimits,
+    ) -> Result<Arc<Vec<u8>>, ReadError> {
         let key = (loc.segment, loc.frame_offset);
         if self.key != Some(key) {
             self.payload = Arc::new(segments.read_frame(loc.position(), loc.frame_len, limits)?);
@@ -857,12 +921,16 @@ fn validate_header(h: &SessionHeader) -> Result<(), AppendError> {
         return Err(bad("cwd must be an absolute path"));
     }
     for (key, value) in &h.extra {
-        json::validate(value, &JsonLimits::default()).map_err(|e| bad(&format!("extra key {key:?}: {e}")))?;
+        json::validate(value, &JsonLimits::default())
+            .map_err(|e| bad(&format!("extra key {key:?}: {e}")))?;
     }
     Ok(())
 }
 
-fn spawn_group_timer(committer: Arc<Committer>, max_delay: Duration) -> (Arc<AtomicBool>, JoinHandle<()>) {
+fn spawn_group_timer(
+    committer: Arc<Committer>,
+    max_delay: Duration,
+) -> (Arc<AtomicBool>, JoinHandle<()>) {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     let handle = std::thread::spawn(move || {
@@ -872,7 +940,10 @@ fn spawn_group_timer(committer: Arc<Committer>, max_delay: Duration) -> (Arc<Ato
                     let due = t + max_delay;
                     let now = std::time::Instant::now();
                     if now >= due {
-                        if committer.commit(committer.staged_lsn(), Goal::Durable, false).is_err() {
+                        if committer
+                            .commit(committer.staged_lsn(), Goal::Durable, false)
+                            .is_err()
+                        {
                             return;
                         }
                     } else {

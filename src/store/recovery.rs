@@ -94,7 +94,10 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
         let expected = segment::encode_header(n);
         let torn_creation = Some(n) == last
             && len <= SEGMENT_HEADER_LEN
-            && head.iter().enumerate().all(|(i, &b)| b == expected[i] || b == 0);
+            && head
+                .iter()
+                .enumerate()
+                .all(|(i, &b)| b == expected[i] || b == 0);
         match segment::check_header(&head, n) {
             HeaderCheck::Valid => good.push(n),
             _ if torn_creation => {
@@ -113,7 +116,10 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
             }
             HeaderCheck::Damaged(e) => {
                 return Err(OpenError::Corruption {
-                    position: LogPosition { segment: n, offset: 0 },
+                    position: LogPosition {
+                        segment: n,
+                        offset: 0,
+                    },
                     reason: format!("segment header: {e}"),
                 });
             }
@@ -206,7 +212,10 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
                     if by_number.contains_key(&session) || ids.contains_key(&header.id) {
                         return Err(OpenError::Corruption {
                             position: frame.position,
-                            reason: format!("session {:?} (number {session}) is created twice", header.id),
+                            reason: format!(
+                                "session {:?} (number {session}) is created twice",
+                                header.id
+                            ),
                         });
                     }
                     ids.insert(header.id.clone(), session);
@@ -236,9 +245,11 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
                     };
                     if event.seq != s.counters.next_seq {
                         if mode == RecoveryMode::SalvageSkippingBadFrames {
-                            report
-                                .dropped_events
-                                .push((s.header.id.clone(), event.seq, frame.position));
+                            report.dropped_events.push((
+                                s.header.id.clone(),
+                                event.seq,
+                                frame.position,
+                            ));
                             continue;
                         }
                         return Err(OpenError::Corruption {
@@ -289,8 +300,11 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
     if let Some(torn) = &scan_report.torn_tail {
         if writable {
             let path = segments.path(torn.position.segment);
-            let file = segments.file(torn.position.segment).map_err(io(path.clone()))?;
-            file.set_len(torn.position.offset).map_err(io(path.clone()))?;
+            let file = segments
+                .file(torn.position.segment)
+                .map_err(io(path.clone()))?;
+            file.set_len(torn.position.offset)
+                .map_err(io(path.clone()))?;
             file.sync_data().map_err(io(path))?;
         }
         end = torn.position;
@@ -301,7 +315,10 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
         // The log is durable up to `end` (it was on disk when scanned; make sure of it).
         if let Some(&n) = numbers.last() {
             let path = segments.path(n);
-            segments.file(n).and_then(|f| f.sync_data()).map_err(io(path))?;
+            segments
+                .file(n)
+                .and_then(|f| f.sync_data())
+                .map_err(io(path))?;
         }
         index.commit(&batch, running, true)?;
     }
@@ -313,7 +330,10 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
             len: if end.segment == n {
                 end.offset
             } else {
-                segments.file(n).and_then(|f| f.len()).map_err(io(segments.path(n)))?
+                segments
+                    .file(n)
+                    .and_then(|f| f.len())
+                    .map_err(io(segments.path(n)))?
             },
             last_frame: if running.segment == n && running.last_frame != u64::MAX {
                 Some(running.last_frame)
@@ -339,7 +359,11 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
     })
 }
 
-fn flush_rows(batch: &mut IndexBatch, dirty: &mut Vec<u64>, sessions: &HashMap<u64, RecoveredSession>) {
+fn flush_rows(
+    batch: &mut IndexBatch,
+    dirty: &mut Vec<u64>,
+    sessions: &HashMap<u64, RecoveredSession>,
+) {
     dirty.sort_unstable();
     dirty.dedup();
     for n in dirty.drain(..) {
@@ -376,7 +400,9 @@ fn watermark_problem(
         path: path.clone(),
         source,
     })?;
-    let len = file.len().map_err(|source| OpenError::Io { path, source })?;
+    let len = file
+        .len()
+        .map_err(|source| OpenError::Io { path, source })?;
     if len < w.end {
         return Ok(Some(format!(
             "the index covers segment {} up to offset {}, but the segment is only {len} bytes",

@@ -53,5 +53,9 @@ pub fn fill(store: &Store, sessions: usize, per_session: u64) -> Vec<(String, Ve
 /// Reads a whole session back.
 pub fn read_all(store: &Store, id: &str) -> Vec<Event> {
     let n = store.len(id).unwrap();
-    store.events(id, 0..n).unwrap().map(|e| e.unwrap()).collect()
+    store
+        .events(id, 0..n)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .collect()
 }
