@@ -731,3 +731,43 @@ fn malformed_files() {
         Err(SqliteError::SessionNotFound { .. })
     ));
 }
+
+/// Stored JSON is judged as `JSON.parse` judges it: lone surrogate escapes, `-0` and numbers
+/// that overflow are readable (not torn); a surface op holding `-0` is not a valid op.
+#[test]
+fn stored_json_follows_json_parse() {
+    let dir = tempfile::tempdir().unwrap();
+    for version in SchemaVersion::ALL {
+        let rows = [
+            row(
+                0,
+                "session/title",
+                r#"{"title":"\ud800 lone","n":-0,"big":1e400}"#,
+            ),
+            row(1, "turn/start", r#"[{"deep":[[[[[[[[[[]]]]]]]]]]}]"#),
+            row(2, "turn/end", r#"{"turn":1,"reason":{"kind":"completed"}}"#),
+        ];
+        let p = db_with_rows(dir.path(), &format!("js-{version}.db"), version, &rows);
+        let s = read(&p).unwrap();
+        assert!(s.torn.is_none());
+        assert_eq!(
+            s.events[0].data,
+            r#"{"title":"\ud800 lone","n":-0,"big":1e400}"#
+        );
+
+        let rows = [[
+            i(0),
+            t("user/message"),
+            i(1),
+            t("{}"),
+            N,
+            t(r#"{"op":"replace","start":-0,"end":1}"#),
+            N,
+        ]];
+        let p = db_with_rows(dir.path(), &format!("js-op-{version}.db"), version, &rows);
+        assert!(matches!(
+            read(&p),
+            Err(SqliteError::InvalidEvent { seq: 0, .. })
+        ));
+    }
+}

@@ -13,6 +13,7 @@ use crate::event::{
     Event, KeyOrder, Layout, MAX_SAFE_INTEGER, Packing, SESSION_FORMAT_VERSION, Seq, SessionHeader,
     SurfaceOp,
 };
+use crate::json::{self, JsonError, JsonLimits, JsonValue};
 
 /// Options for [`read`] and [`SqliteReader::open`].
 #[derive(Debug, Clone, Default)]
@@ -697,7 +698,7 @@ struct Decoded {
     time: i64,
     data: String,
     sources: Option<DecodedSources>,
-    surface_op: Option<serde_json::Value>,
+    surface_op: Option<SmallJson>,
     ignorable: bool,
     packing: Packing,
 }
@@ -705,7 +706,7 @@ struct Decoded {
 #[derive(Debug)]
 enum DecodedSources {
     Seqs(Vec<Seq>),
-    Json(serde_json::Value),
+    Json(SmallJson),
 }
 
 const CHUNK_TAGS: [&str; 3] = ["text-chunks", "reasoning-chunks", "tool-call-chunks"];
@@ -716,16 +717,17 @@ fn decode_row(version: SchemaVersion, row: &PhysicalRow) -> Result<Vec<Decoded>,
     if !version.is_packed_layout() {
         let sources = match &row.sources {
             None => None,
-            Some(RawSources::Json(text)) => Some(DecodedSources::Json(
-                parse_json_value(text)
-                    .map_err(|e| format!("source_event_seqs is not JSON: {e}"))?,
-            )),
+            Some(RawSources::Json(text)) => {
+                Some(DecodedSources::Json(parse_small(text).map_err(|e| {
+                    format!("source_event_seqs is not JSON: {e}")
+                })?))
+            }
             Some(RawSources::Blob(_)) => return Err("source_event_seqs is a blob".into()),
         };
         let surface_op = match &row.surface_op {
             None => None,
             Some(text) => {
-                Some(parse_json_value(text).map_err(|e| format!("surface_op is not JSON: {e}"))?)
+                Some(parse_small(text).map_err(|e| format!("surface_op is not JSON: {e}"))?)
             }
         };
         let data = match &row.data {
@@ -755,7 +757,7 @@ fn decode_row(version: SchemaVersion, row: &PhysicalRow) -> Result<Vec<Decoded>,
         let surface_op = match &row.surface_op {
             None => None,
             Some(text) => {
-                Some(parse_json_value(text).map_err(|e| format!("surface_op is not JSON: {e}"))?)
+                Some(parse_small(text).map_err(|e| format!("surface_op is not JSON: {e}"))?)
             }
         };
         let data = decode_data(&row.data, MAX_SCALAR_DATA_BYTES)?;
@@ -815,41 +817,83 @@ fn decode_packed(tag: &str, seq0: i64, time0: i64, text: &str) -> Result<Vec<Eve
     ))
 }
 
-/// Checks that `text` is JSON that `JSON.parse` accepts.
-fn check_json(text: &str) -> Result<(), String> {
-    serde_json::from_str::<serde::de::IgnoredAny>(text)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
-}
-
-fn parse_json_value(text: &str) -> Result<serde_json::Value, String> {
-    serde_json::from_str(text).map_err(|e| e.to_string())
-}
-
-fn json_safe_count(v: &serde_json::Value) -> Option<u64> {
-    if let Some(u) = v.as_u64() {
-        return (u <= MAX_SAFE_INTEGER as u64).then_some(u);
+/// Limits for reading stored JSON: dsh (V8) has no nesting limit and its texts are bounded by
+/// the decompression bound.
+fn read_limits() -> JsonLimits {
+    JsonLimits {
+        max_depth: usize::MAX,
+        max_bytes: MAX_SCALAR_DATA_BYTES,
     }
-    let f = v.as_f64()?;
-    (f >= 0.0 && f.fract() == 0.0 && f <= MAX_SAFE_INTEGER as f64).then_some(f as u64)
 }
 
-fn json_seq_array(v: &serde_json::Value) -> Option<Vec<Seq>> {
-    v.as_array()?.iter().map(json_safe_count).collect()
+/// True for the refusals of the lossless boundary that `JSON.parse` itself accepts (`-0`, and
+/// numbers that overflow to ±Infinity).
+fn parse_accepts(e: &JsonError) -> bool {
+    matches!(
+        e,
+        JsonError::NegativeZero { .. } | JsonError::NonFinite { .. }
+    )
 }
 
-fn surface_op_from_json(v: &serde_json::Value) -> Option<SurfaceOp> {
-    match v {
-        serde_json::Value::String(s) if s == "append" => Some(SurfaceOp::Append),
-        serde_json::Value::Object(map) => {
-            if map.len() != 3 || map.get("op")?.as_str()? != "replace" {
-                return None;
-            }
-            Some(SurfaceOp::Replace {
-                start: json_safe_count(map.get("start")?)?,
-                end: json_safe_count(map.get("end")?)?,
-            })
+/// Checks that `text` is JSON that `JSON.parse` accepts (lone surrogates, `-0` and overflowing
+/// numbers included).
+pub(super) fn check_json(text: &str) -> Result<(), String> {
+    match json::validate(text, &read_limits()) {
+        Ok(()) => Ok(()),
+        // The validator stops at the first such number; finish the syntax check without the
+        // lossless rules (serde_json's scanner accepts lone surrogates when ignoring values).
+        Err(e) if parse_accepts(&e) => serde_json::from_str::<serde::de::IgnoredAny>(text)
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A small JSON column (`surface_op`, 15's `source_event_seqs`) as `JSON.parse` would read it.
+#[derive(Debug)]
+enum SmallJson {
+    /// Parsed.
+    Value(JsonValue),
+    /// Valid for `JSON.parse` but holding `-0` or an infinite number: never a valid seq list
+    /// or surface op.
+    Unrepresentable(String),
+}
+
+impl std::fmt::Display for SmallJson {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SmallJson::Value(v) => write!(f, "{v}"),
+            SmallJson::Unrepresentable(t) => f.write_str(t),
         }
-        _ => None,
     }
+}
+
+fn parse_small(text: &str) -> Result<SmallJson, String> {
+    match json::parse(text, &read_limits()) {
+        Ok(v) => Ok(SmallJson::Value(v)),
+        Err(e) if parse_accepts(&e) => {
+            check_json(text).map(|()| SmallJson::Unrepresentable(text.to_owned()))
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn json_seq_array(v: &SmallJson) -> Option<Vec<Seq>> {
+    let SmallJson::Value(v) = v else { return None };
+    v.as_array()?.iter().map(JsonValue::as_u64).collect()
+}
+
+fn surface_op_from_json(v: &SmallJson) -> Option<SurfaceOp> {
+    let SmallJson::Value(v) = v else { return None };
+    if v.as_str() == Some("append") {
+        return Some(SurfaceOp::Append);
+    }
+    let map = v.as_object()?;
+    if !map.has_exact_keys(&["op", "start", "end"]) || map.get("op")?.as_str()? != "replace" {
+        return None;
+    }
+    Some(SurfaceOp::Replace {
+        start: map.get("start")?.as_u64()?,
+        end: map.get("end")?.as_u64()?,
+    })
 }
