@@ -771,3 +771,46 @@ fn stored_json_follows_json_parse() {
         ));
     }
 }
+
+/// dsh's default journal mode is WAL: an import sees every committed transaction, including
+/// ones still only in the `-wal` file of a live writer, and leaves the database unchanged.
+#[test]
+fn imports_wal_databases_with_a_live_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = db_with_rows(
+        dir.path(),
+        "wal.db",
+        SchemaVersion::V18,
+        &[row(0, "turn/start", r#"{"turn":1}"#)],
+    );
+    let writer = Connection::open(&p).unwrap();
+    let mode: String = writer
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    writer
+        .execute_batch("PRAGMA wal_autocheckpoint = 0")
+        .unwrap();
+    writer
+        .execute(
+            "INSERT INTO events (session_id, seq, type, time, data) VALUES ('s', 1, 'turn/end', 2, ?)",
+            [r#"{"turn":1,"reason":{"kind":"completed"}}"#],
+        )
+        .unwrap();
+    assert!(
+        std::fs::metadata(dir.path().join("wal.db-wal"))
+            .unwrap()
+            .len()
+            > 0
+    );
+    let before = std::fs::read(&p).unwrap();
+    let s = read(&p).unwrap();
+    assert_eq!(s.events.len(), 2);
+    assert_eq!(s.events[1].kind, "turn/end");
+    assert_eq!(
+        std::fs::read(&p).unwrap(),
+        before,
+        "import never writes the database"
+    );
+    drop(writer);
+}
