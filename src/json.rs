@@ -328,7 +328,12 @@ fn expect_digit(b: &[u8], i: usize) -> Result<(), JsonError> {
 
 /// Scans a number; returns its end and, when needed or asked for, its value. Refuses text that
 /// JavaScript reads as -0 or ±Infinity.
-fn scan_number(text: &str, start: usize, want_value: bool) -> Result<(usize, f64), JsonError> {
+fn scan_number(
+    text: &str,
+    start: usize,
+    want_value: bool,
+    negative_zero: NegativeZero,
+) -> Result<(usize, f64), JsonError> {
     let b = text.as_bytes();
     let mut i = start;
     let negative = b.get(i) == Some(&b'-');
@@ -389,14 +394,14 @@ fn scan_number(text: &str, start: usize, want_value: bool) -> Result<(usize, f64
                 text: clip(slice),
             });
         }
-        if value == 0.0 && value.is_sign_negative() {
+        if value == 0.0 && value.is_sign_negative() && negative_zero == NegativeZero::Refuse {
             return Err(JsonError::NegativeZero {
                 offset: start,
                 text: clip(slice),
             });
         }
         Ok((i, value))
-    } else if negative && !nonzero {
+    } else if negative && !nonzero && negative_zero == NegativeZero::Refuse {
         Err(JsonError::NegativeZero {
             offset: start,
             text: clip(slice),
@@ -465,6 +470,7 @@ fn scan_key<'a, S: Sink<'a>>(text: &'a str, pos: usize, sink: &mut S) -> Result<
 fn drive<'a, S: Sink<'a>>(
     text: &'a str,
     limits: &JsonLimits,
+    negative_zero: NegativeZero,
     sink: &mut S,
 ) -> Result<(), JsonError> {
     let b = text.as_bytes();
@@ -529,7 +535,7 @@ fn drive<'a, S: Sink<'a>>(
                 sink.literal(Literal::Null);
             }
             b'-' | b'0'..=b'9' => {
-                let (end, value) = scan_number(text, pos, S::WANTS_NUMBERS)?;
+                let (end, value) = scan_number(text, pos, S::WANTS_NUMBERS, negative_zero)?;
                 sink.number(&text[pos..end], value);
                 pos = end;
             }
@@ -620,7 +626,30 @@ impl<'a> Sink<'a> for NoSink {
 /// assert!(matches!(validate("[1,]", &limits), Err(JsonError::Syntax { offset: 3, .. })));
 /// ```
 pub fn validate(text: &str, limits: &JsonLimits) -> Result<(), JsonError> {
-    drive(text, limits, &mut NoSink)
+    drive(text, limits, NegativeZero::Refuse, &mut NoSink)
+}
+
+/// Whether text that JavaScript reads as `-0` is refused ([`validate`], [`parse`]) or accepted.
+///
+/// dsh's lossless boundary refuses `-0` on append, but its loaders (`Session.fromRestore`)
+/// skip that check, so `-0` inside a stored file is loaded (and read as `0`). Importers use
+/// [`NegativeZero::Accept`] to load what dsh loads; appends use the default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum NegativeZero {
+    /// Refuse with [`JsonError::NegativeZero`] (the lossless boundary).
+    #[default]
+    Refuse,
+    /// Accept; the number's value is `-0.0`, which compares equal to and prints as `0`.
+    Accept,
+}
+
+/// [`validate`] with an explicit [`NegativeZero`] policy.
+pub fn validate_with(
+    text: &str,
+    limits: &JsonLimits,
+    negative_zero: NegativeZero,
+) -> Result<(), JsonError> {
+    drive(text, limits, negative_zero, &mut NoSink)
 }
 
 /// Like [`validate`], for bytes that must also be UTF-8.
@@ -1292,7 +1321,7 @@ pub enum JsonValue {
     Null,
     /// `true` / `false`
     Bool(bool),
-    /// A finite number other than `-0`.
+    /// A finite number (other than `-0`, unless parsed with [`NegativeZero::Accept`]).
     Number(JsonNumber),
     /// A string (may hold lone surrogates).
     String(JsString),
@@ -1732,11 +1761,20 @@ impl<'a> Sink<'a> for TreeSink {
 /// assert_eq!(stringify(&v), r#"{"2":4,"10":2,"b":5,"a":3}"#);
 /// ```
 pub fn parse(text: &str, limits: &JsonLimits) -> Result<JsonValue, JsonError> {
+    parse_with(text, limits, NegativeZero::Refuse)
+}
+
+/// [`parse`] with an explicit [`NegativeZero`] policy.
+pub fn parse_with(
+    text: &str,
+    limits: &JsonLimits,
+    negative_zero: NegativeZero,
+) -> Result<JsonValue, JsonError> {
     let mut sink = TreeSink {
         stack: Vec::new(),
         root: None,
     };
-    drive(text, limits, &mut sink)?;
+    drive(text, limits, negative_zero, &mut sink)?;
     Ok(sink.root.unwrap_or_default())
 }
 
@@ -2067,16 +2105,16 @@ mod tests {
 
     #[test]
     fn number_scan_checks() {
-        assert!(scan_number("-0.000", 0, false).is_err());
-        assert!(scan_number("-0.001", 0, false).is_ok());
+        assert!(scan_number("-0.000", 0, false, NegativeZero::Refuse).is_err());
+        assert!(scan_number("-0.001", 0, false, NegativeZero::Refuse).is_ok());
         let long_neg_tiny = format!("-0.{}1", "0".repeat(400));
         assert!(matches!(
-            scan_number(&long_neg_tiny, 0, false),
+            scan_number(&long_neg_tiny, 0, false, NegativeZero::Refuse),
             Err(JsonError::NegativeZero { .. })
         ));
         let long_int = "9".repeat(400);
         assert!(matches!(
-            scan_number(&long_int, 0, false),
+            scan_number(&long_int, 0, false, NegativeZero::Refuse),
             Err(JsonError::NonFinite { .. })
         ));
         assert!(validate(&format!("0.{}1", "0".repeat(400)), &lim()).is_ok());
