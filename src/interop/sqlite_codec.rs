@@ -12,8 +12,7 @@ pub const ZSTD_DATA_THRESHOLD_BYTES: usize = 4096;
 /// The zstd level dsh compresses `data` with (`ZSTD_COMPRESSION_LEVEL`).
 pub const ZSTD_COMPRESSION_LEVEL: i32 = 3;
 
-/// Maximum decompressed size of a packed row's `data` (`MAX_PACKED_DATA_BYTES`, 1 MiB).
-pub const MAX_PACKED_DATA_BYTES: usize = 1_048_576;
+pub use crate::interop::chunk_rows::MAX_PACKED_DATA_BYTES;
 
 /// Maximum decompressed size we accept for a scalar row's `data`.
 ///

@@ -13,7 +13,8 @@ use crate::event::{
     Event, KeyOrder, Layout, MAX_SAFE_INTEGER, Packing, SESSION_FORMAT_VERSION, Seq, SessionHeader,
     SurfaceOp,
 };
-use crate::json::{self, JsonError, JsonLimits, JsonValue};
+use crate::interop::chunk_rows::{self, ChunkKind, Codec};
+use crate::json::{self, JsonError, JsonLimits, JsonValue, NegativeZero};
 
 /// Options for [`read`] and [`SqliteReader::open`].
 #[derive(Debug, Clone, Default)]
@@ -709,8 +710,6 @@ enum DecodedSources {
     Json(SmallJson),
 }
 
-const CHUNK_TAGS: [&str; 3] = ["text-chunks", "reasoning-chunks", "tool-call-chunks"];
-
 /// Decodes one physical row into its logical events (dsh's `rowToEvent` at 15, `decodeRow` at
 /// 17/18). An `Err` marks the row as undecodable for the torn-row rule.
 fn decode_row(version: SchemaVersion, row: &PhysicalRow) -> Result<Vec<Decoded>, String> {
@@ -773,7 +772,7 @@ fn decode_row(version: SchemaVersion, row: &PhysicalRow) -> Result<Vec<Decoded>,
             packing: Packing::Scalar,
         }]);
     }
-    if !CHUNK_TAGS.contains(&row.kind.as_str()) {
+    if !chunk_rows::is_chunk_tag(&row.kind) {
         return Err(format!(
             "malformed {} storage row: packed discriminator requires a chunk tag",
             row.kind
@@ -809,12 +808,12 @@ fn decode_data(value: &RawData, max: usize) -> Result<String, String> {
     }
 }
 
-/// Expands a packed row (SQLite codec limits).
+/// Expands a packed row with the SQLite-17/18 codec (3..=1024 members, at most 1 MiB of data).
 fn decode_packed(tag: &str, seq0: i64, time0: i64, text: &str) -> Result<Vec<Event>, String> {
-    let _ = (seq0, time0, text);
-    Err(format!(
-        "malformed {tag} storage row: packed rows are not decoded yet"
-    ))
+    let kind = ChunkKind::from_tag(tag).ok_or_else(|| {
+        format!("malformed {tag} storage row: packed discriminator requires a chunk tag")
+    })?;
+    chunk_rows::decode_row(kind, seq0, time0, text, Codec::Sqlite).map_err(|e| e.to_string())
 }
 
 /// Limits for reading stored JSON: dsh (V8) has no nesting limit and its texts are bounded by
@@ -826,22 +825,20 @@ fn read_limits() -> JsonLimits {
     }
 }
 
-/// True for the refusals of the lossless boundary that `JSON.parse` itself accepts (`-0`, and
-/// numbers that overflow to ±Infinity).
+/// True for the refusal of the lossless boundary that `JSON.parse` itself accepts: numbers
+/// that overflow to ±Infinity (`-0` is accepted through [`NegativeZero::Accept`]).
 fn parse_accepts(e: &JsonError) -> bool {
-    matches!(
-        e,
-        JsonError::NegativeZero { .. } | JsonError::NonFinite { .. }
-    )
+    matches!(e, JsonError::NonFinite { .. })
 }
 
 /// Checks that `text` is JSON that `JSON.parse` accepts (lone surrogates, `-0` and overflowing
 /// numbers included).
 pub(super) fn check_json(text: &str) -> Result<(), String> {
-    match json::validate(text, &read_limits()) {
+    match json::validate_with(text, &read_limits(), NegativeZero::Accept) {
         Ok(()) => Ok(()),
-        // The validator stops at the first such number; finish the syntax check without the
-        // lossless rules (serde_json's scanner accepts lone surrogates when ignoring values).
+        // The validator stops at the first overflowing number; finish the syntax check without
+        // the lossless rules (serde_json's scanner accepts lone surrogates when ignoring
+        // values).
         Err(e) if parse_accepts(&e) => serde_json::from_str::<serde::de::IgnoredAny>(text)
             .map(|_| ())
             .map_err(|e| e.to_string()),
@@ -854,8 +851,8 @@ pub(super) fn check_json(text: &str) -> Result<(), String> {
 enum SmallJson {
     /// Parsed.
     Value(JsonValue),
-    /// Valid for `JSON.parse` but holding `-0` or an infinite number: never a valid seq list
-    /// or surface op.
+    /// Valid for `JSON.parse` but holding a number that overflows to ±Infinity: never a valid
+    /// seq list or surface op.
     Unrepresentable(String),
 }
 
@@ -869,7 +866,7 @@ impl std::fmt::Display for SmallJson {
 }
 
 fn parse_small(text: &str) -> Result<SmallJson, String> {
-    match json::parse(text, &read_limits()) {
+    match json::parse_with(text, &read_limits(), NegativeZero::Accept) {
         Ok(v) => Ok(SmallJson::Value(v)),
         Err(e) if parse_accepts(&e) => {
             check_json(text).map(|()| SmallJson::Unrepresentable(text.to_owned()))

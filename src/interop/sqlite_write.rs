@@ -13,6 +13,7 @@ use super::read::{ReadOptions, SqliteReader};
 use super::schema::{self, APPLICATION_ID};
 use super::{SchemaVersion, SqliteError};
 use crate::event::{Event, MAX_SAFE_INTEGER, SessionHeader, SurfaceOp};
+use crate::interop::chunk_rows::{self, Codec, PackPolicy, Record};
 
 /// Options for [`write`].
 #[derive(Debug, Clone)]
@@ -260,11 +261,35 @@ fn plan_rows(
             ignorable: e.ignorable.then_some(1),
         })
     };
-    events
-        .iter()
-        .enumerate()
-        .map(|(i, e)| scalar(i, e))
-        .collect()
+    if !version.is_packed_layout() {
+        return events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| scalar(i, e))
+            .collect();
+    }
+    let mut rows = Vec::new();
+    for record in chunk_rows::pack(events, Codec::Sqlite, PackPolicy::Remembered) {
+        match record {
+            Record::Event(e) => rows.push(scalar(e.seq as usize, e)?),
+            Record::Row(row) => {
+                let index = row.seq0 as usize;
+                let data = codec::encode_data(&row.data).map_err(|err| {
+                    bad(index, row.seq0, format!("zstd compression failed: {err}"))
+                })?;
+                rows.push(RowPlan {
+                    seq: row.seq0,
+                    kind: row.tag().to_owned(),
+                    time: row.time0,
+                    data,
+                    sources: None,
+                    surface_op: None,
+                    ignorable: Some(0),
+                });
+            }
+        }
+    }
+    Ok(rows)
 }
 
 fn refuse_existing(path: &Path) -> Result<(), SqliteError> {
