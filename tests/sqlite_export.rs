@@ -446,22 +446,24 @@ fn python_second_reader_checks_every_written_file() {
 }
 
 /// Every JSONL fixture dsh loads, taken to each SQLite version and back, gives the same
-/// events (packing layout aside).
+/// events (packing layout aside). Events keep the exact `data` text of their line and the row
+/// boundaries of the file's packed rows, which the SQLite codec keeps or re-splits.
 #[test]
 fn jsonl_fixture_events_round_trip_through_every_version() {
     let Some(fx) = fixtures() else { return };
     let index = std::fs::read_to_string(fx.join("dsh-expected/INDEX.tsv")).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut checked = 0;
+    let (mut checked, mut packed_rows) = (0, 0);
     for line in index.lines().skip(1) {
         let cols: Vec<&str> = line.split('\t').collect();
         if cols[1] != "ok" {
             continue;
         }
         let base = cols[0].trim_end_matches(".jsonl");
-        let (jh, jevents) = jsonl_events(&fx, base);
+        let (jh, _) = jsonl_events(&fx, base);
         let count = expected(&fx, base)["event_count"].as_u64().unwrap() as usize;
-        let events: Vec<Event> = jevents[..count].iter().map(event_from_json).collect();
+        let mut events = exact_jsonl_events(&fx, base);
+        events.truncate(count);
         let mut h = SessionHeader::new(
             jh["id"].as_str().unwrap(),
             jh["createdAt"].as_u64().unwrap(),
@@ -474,8 +476,9 @@ fn jsonl_fixture_events_round_trip_through_every_version() {
         h.agent_preset = jh["agentPreset"].as_str().map(str::to_owned);
         for version in SchemaVersion::ALL {
             let p = dir.path().join(format!("{base}-{version}.db"));
-            write(&p, version, &[(h.clone(), events.clone())])
+            let report = write(&p, version, &[(h.clone(), events.clone())])
                 .unwrap_or_else(|e| panic!("{base}: {e}"));
+            packed_rows += report.packed_rows;
             let back = sqlite::read(&p, &ReadOptions::default()).unwrap();
             if events.is_empty() {
                 assert!(back.sessions.is_empty());
@@ -488,33 +491,52 @@ fn jsonl_fixture_events_round_trip_through_every_version() {
         checked += 1;
     }
     assert_eq!(checked, 82);
+    // 103 packed rows per 17/18 file set (see the dsh-written fixtures).
+    assert_eq!(packed_rows, 2 * 103);
 }
 
-/// Builds an event from a JSONL envelope, re-serializing `data` with serde_json (the fixtures
-/// hold no numbers or strings whose serde_json and `JSON.stringify` forms differ).
-fn event_from_json(j: &Json) -> Event {
-    let mut e = Event::new(
-        j["type"].as_str().unwrap(),
-        j["seq"].as_u64().unwrap(),
-        j["time"].as_i64().unwrap(),
-        serde_json::to_string(&j["data"]).unwrap(),
+/// The events of a JSONL fixture with each `data` as the exact text of its line, packed rows
+/// expanded by the JSONL codec (members keep their row as `RowStart`/`RowMember`), other lines
+/// `Scalar`.
+fn exact_jsonl_events(fx: &Path, base: &str) -> Vec<Event> {
+    use sessionlog::event::Packing;
+    use sessionlog::interop::chunk_rows::{ChunkKind, decode_jsonl_record};
+    use sessionlog::json::{JsonLimits, parse, raw_member};
+    let text = substitute(
+        &std::fs::read_to_string(fx.join(format!("dsh-sessions/{base}.jsonl"))).unwrap(),
+        base,
     );
-    if let Some(s) = j.get("sourceEventSeqs") {
-        e.source_event_seqs = Some(
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()).skip(1) {
+        let value = parse(line, &JsonLimits::default()).unwrap();
+        let obj = value.as_object().unwrap();
+        let kind = obj.get("type").and_then(|t| t.as_str()).unwrap();
+        if let Some(chunk) = ChunkKind::from_tag(kind) {
+            out.extend(decode_jsonl_record(chunk, obj).unwrap());
+            continue;
+        }
+        let Some(seq) = obj.get("seq").and_then(|s| s.as_u64()) else {
+            break; // a projected record without seq: dsh stops there
+        };
+        let data = raw_member(line, &["data"]).unwrap().unwrap();
+        let mut e = Event::new(kind, seq, obj.get("time").unwrap().as_i64().unwrap(), data);
+        e.source_event_seqs = obj.get("sourceEventSeqs").map(|s| {
             s.as_array()
                 .unwrap()
                 .iter()
                 .map(|v| v.as_u64().unwrap())
-                .collect(),
-        );
+                .collect()
+        });
+        e.surface_op = obj.get("surfaceOp").map(|op| match op.as_str() {
+            Some(_) => SurfaceOp::Append,
+            None => SurfaceOp::Replace {
+                start: op.get("start").unwrap().as_u64().unwrap(),
+                end: op.get("end").unwrap().as_u64().unwrap(),
+            },
+        });
+        e.ignorable = obj.get("ignorable").is_some();
+        e.layout.packing = Packing::Scalar;
+        out.push(e);
     }
-    e.surface_op = j.get("surfaceOp").map(|op| match op {
-        Json::String(_) => SurfaceOp::Append,
-        _ => SurfaceOp::Replace {
-            start: op["start"].as_u64().unwrap(),
-            end: op["end"].as_u64().unwrap(),
-        },
-    });
-    e.ignorable = j.get("ignorable").is_some();
-    e
+    out
 }
