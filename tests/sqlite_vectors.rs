@@ -814,3 +814,36 @@ fn imports_wal_databases_with_a_live_writer() {
     );
     drop(writer);
 }
+
+/// A database left by a crash in the middle of a rollback-journal transaction has a hot
+/// journal that only a writer may roll back; the read-only import says so instead of guessing.
+#[test]
+fn hot_journal_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = db_with_rows(
+        dir.path(),
+        "hot.db",
+        SchemaVersion::V15,
+        &[row(0, "turn/start", r#"{"turn":1}"#)],
+    );
+    let conn = Connection::open(&p).unwrap();
+    conn.execute_batch("PRAGMA cache_size = 1; BEGIN IMMEDIATE")
+        .unwrap();
+    for n in 1..200 {
+        conn.execute(
+            "INSERT INTO events (session_id, seq, type, time, data) VALUES ('s', ?1, 'session/title', 1, ?2)",
+            rusqlite::params![n, format!(r#"{{"title":"{}"}}"#, "x".repeat(500))],
+        )
+        .unwrap();
+    }
+    let journal = dir.path().join("hot.db-journal");
+    assert!(std::fs::metadata(&journal).unwrap().len() > 0);
+    // Copy the mid-transaction state as a crash would leave it.
+    let crashed = dir.path().join("crashed.db");
+    std::fs::copy(&p, &crashed).unwrap();
+    std::fs::copy(&journal, dir.path().join("crashed.db-journal")).unwrap();
+    conn.execute_batch("ROLLBACK").unwrap();
+    let err = read(&crashed).unwrap_err();
+    assert!(matches!(err, SqliteError::NeedsRecovery { .. }), "{err:?}");
+    assert!(err.to_string().contains("crashed.db"), "{err}");
+}

@@ -155,6 +155,15 @@ pub enum SqliteError {
         /// SQLite's diagnosis.
         detail: String,
     },
+    /// The database was left mid-transaction by a crash (a hot rollback journal or an
+    /// unrecovered WAL) and a read-only import may not recover it.
+    #[error(
+        "session database at \"{path}\" was left mid-transaction by a crash and needs recovery, which a read-only import does not perform; open it once with dsh or `sqlite3` (which rolls the journal back), then import again"
+    )]
+    NeedsRecovery {
+        /// The file.
+        path: String,
+    },
     /// The file does not exist.
     #[error("session database at \"{path}\" does not exist; check the path")]
     Missing {

@@ -244,18 +244,7 @@ impl SqliteReader {
     }
 
     fn sql_err(&self, context: &'static str, source: rusqlite::Error) -> SqliteError {
-        match source.sqlite_error_code() {
-            Some(rusqlite::ffi::ErrorCode::NotADatabase)
-            | Some(rusqlite::ffi::ErrorCode::DatabaseCorrupt) => SqliteError::NotADatabase {
-                path: self.path.clone(),
-                detail: source.to_string(),
-            },
-            _ => SqliteError::Sqlite {
-                path: self.path.clone(),
-                context,
-                source,
-            },
-        }
+        schema::classify(&self.path, context, source)
     }
 
     fn decode_session_row(&self, row: &Row<'_>) -> Result<StoredSession, SqliteError> {

@@ -356,10 +356,26 @@ fn describe_schema_difference(found: &[SchemaObject], wanted: &[SchemaObject]) -
     }
 }
 
-/// Maps an error from the first statements on a file to a typed error (`SQLITE_NOTADB` and
-/// `SQLITE_CORRUPT` mean the file is not a readable SQLite database).
+/// Maps an error from the first statements on a file to a typed error.
 pub fn classify_open_error(path: &str, error: rusqlite::Error) -> SqliteError {
-    use rusqlite::ffi::ErrorCode;
+    classify(path, "reading the database header", error)
+}
+
+/// Maps an SQLite error on a file being read to a typed error: `SQLITE_NOTADB` and
+/// `SQLITE_CORRUPT` mean the file is not a readable database, `SQLITE_READONLY_ROLLBACK` and
+/// `SQLITE_READONLY_RECOVERY` that it needs crash recovery first.
+pub fn classify(path: &str, context: &'static str, error: rusqlite::Error) -> SqliteError {
+    use rusqlite::ffi::{self, ErrorCode};
+    if let rusqlite::Error::SqliteFailure(e, _) = &error
+        && matches!(
+            e.extended_code,
+            ffi::SQLITE_READONLY_ROLLBACK | ffi::SQLITE_READONLY_RECOVERY
+        )
+    {
+        return SqliteError::NeedsRecovery {
+            path: path.to_owned(),
+        };
+    }
     match error.sqlite_error_code() {
         Some(ErrorCode::NotADatabase) | Some(ErrorCode::DatabaseCorrupt) => {
             SqliteError::NotADatabase {
@@ -369,7 +385,7 @@ pub fn classify_open_error(path: &str, error: rusqlite::Error) -> SqliteError {
         }
         _ => SqliteError::Sqlite {
             path: path.to_owned(),
-            context: "reading the database header",
+            context,
             source: error,
         },
     }
