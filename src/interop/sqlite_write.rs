@@ -43,6 +43,10 @@ pub struct WriteReport {
     pub rows: usize,
     /// Of those, packed chunk rows.
     pub packed_rows: usize,
+    /// Things that will stop dsh from opening the file where it is: dsh's schema-18 backend
+    /// (and the upstream 17 one it derives from) requires a private parent directory, owned by
+    /// the user and not group- or world-writable.
+    pub warnings: Vec<String>,
 }
 
 /// Writes `sessions` to a new database at `path` in schema `version`.
@@ -89,8 +93,39 @@ where
     if options.verify {
         verify(&temp.path, version, &plans)?;
     }
+    if version.is_packed_layout() {
+        report.warnings.extend(directory_warning(&temp.path));
+    }
     temp.publish(path)?;
     Ok(report)
+}
+
+/// dsh's schema-18 backend opens a database only in a directory owned by the current user that
+/// is not group- or world-writable; says so when the export's directory is not one. (The temporary file we
+/// just created tells us our uid.)
+#[cfg(unix)]
+fn directory_warning(temp: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = temp
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let ours = std::fs::metadata(temp).ok()?.uid();
+    let meta = std::fs::metadata(dir).ok()?;
+    if meta.uid() != ours || meta.mode() & 0o022 != 0 {
+        Some(format!(
+            "directory \"{}\" is not private to its owner (mode {:o}); dsh's SQLite backend refuses to open a session database there — move the file into a directory with mode 0700",
+            dir.display(),
+            meta.mode() & 0o7777
+        ))
+    } else {
+        None
+    }
+}
+
+#[cfg(not(unix))]
+fn directory_warning(_temp: &Path) -> Option<String> {
+    None
 }
 
 fn header_err(header: &SessionHeader, version: SchemaVersion, detail: String) -> SqliteError {
