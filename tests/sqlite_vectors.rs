@@ -847,3 +847,40 @@ fn hot_journal_is_reported() {
     assert!(matches!(err, SqliteError::NeedsRecovery { .. }), "{err:?}");
     assert!(err.to_string().contains("crashed.db"), "{err}");
 }
+
+/// Like dsh's `rowFor(id)`, reading one session validates only that session's row; importing
+/// everything stops at the invalid one.
+#[test]
+fn one_bad_session_row_blocks_only_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("two.db");
+    let mut a = SessionHeader::new("a", 1);
+    a.cwd = Some("/w".into());
+    let mut b = a.clone();
+    b.id = "b".into();
+    let ev = [Event::new("turn/start", 0, 1, r#"{"turn":1}"#)];
+    sqlite::write(
+        &p,
+        SchemaVersion::V18,
+        [(&a, ev.as_slice()), (&b, ev.as_slice())],
+        &WriteOptions::default(),
+    )
+    .unwrap();
+    Connection::open(&p)
+        .unwrap()
+        .execute_batch("UPDATE sessions SET incarnation = 'x' WHERE id = 'b'")
+        .unwrap();
+    let opts = ReadOptions::default();
+    assert_eq!(
+        sqlite::read_session(&p, "a", &opts).unwrap().events.len(),
+        1
+    );
+    assert!(matches!(
+        sqlite::read_session(&p, "b", &opts),
+        Err(SqliteError::SessionRow { .. })
+    ));
+    assert!(matches!(
+        sqlite::read(&p, &opts),
+        Err(SqliteError::SessionRow { rowid: 2, .. })
+    ));
+}

@@ -178,22 +178,31 @@ impl SqliteReader {
 
     /// Every session row, validated as dsh validates it, without reading events.
     pub fn list(&self) -> Result<Vec<StoredSession>, SqliteError> {
+        self.session_rows(None)
+    }
+
+    /// Session rows (all, or the one with `id`), validated as dsh validates them.
+    fn session_rows(&self, id: Option<&str>) -> Result<Vec<StoredSession>, SqliteError> {
         let owner = if self.version.has_owner() {
             ", owner"
         } else {
             ", NULL"
         };
+        let filter = if id.is_some() { "WHERE id = ?1" } else { "" };
         let sql = format!(
             "SELECT rowid, id, version, created_at, cwd, parent_session, seed_length, origin, \
-             delegation_depth, agent_preset, incarnation, revision{owner} FROM sessions ORDER BY rowid"
+             delegation_depth, agent_preset, incarnation, revision{owner} FROM sessions {filter} \
+             ORDER BY rowid"
         );
         let mut stmt = self
             .conn
             .prepare(&sql)
             .map_err(|e| self.sql_err("listing sessions", e))?;
-        let mut rows = stmt
-            .query([])
-            .map_err(|e| self.sql_err("listing sessions", e))?;
+        let mut rows = match id {
+            Some(id) => stmt.query([id]),
+            None => stmt.query([]),
+        }
+        .map_err(|e| self.sql_err("listing sessions", e))?;
         let mut out = Vec::new();
         while let Some(row) = rows
             .next()
@@ -204,13 +213,13 @@ impl SqliteReader {
         Ok(out)
     }
 
-    /// Imports one session by id.
+    /// Imports one session by id (other session rows are not read, as in dsh).
     pub fn read_session(&self, id: &str) -> Result<ImportedSession, SqliteError> {
         self.in_read_transaction(|| {
             let stored = self
-                .list()?
+                .session_rows(Some(id))?
                 .into_iter()
-                .find(|s| s.header.id == id)
+                .next()
                 .ok_or_else(|| SqliteError::SessionNotFound {
                     path: self.path.clone(),
                     id: id.to_owned(),
