@@ -10,8 +10,8 @@
 //!   `source_event_seqs` is a delta/ZigZag varint BLOB.
 //! - **18** (the fork): 17 plus `sessions.owner`.
 //!
-//! [`read`] and [`read_session`] import sessions the way dsh loads them (same open-time
-//! validation, row decoding and torn-row rule, never modifying the file); [`write`] exports
+//! [`read()`] and [`read_session`] import sessions the way dsh loads them (same open-time
+//! validation, row decoding and torn-row rule, never modifying the file); [`write()`] exports
 //! sessions to a new database of exactly one version, byte-compatible with what dsh writes.
 //!
 //! ```

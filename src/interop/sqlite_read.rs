@@ -16,7 +16,7 @@ use crate::event::{
 use crate::interop::chunk_rows::{self, ChunkKind, Codec};
 use crate::json::{self, JsonError, JsonLimits, JsonValue, NegativeZero};
 
-/// Options for [`read`] and [`SqliteReader::open`].
+/// Options for [`read()`] and [`SqliteReader::open`].
 #[derive(Debug, Clone, Default)]
 pub struct ReadOptions {
     /// Accept only this schema version (`None`: detect 15, 17 or 18 from `user_version`).

@@ -15,7 +15,7 @@ use super::{SchemaVersion, SqliteError};
 use crate::event::{Event, MAX_SAFE_INTEGER, SessionHeader, SurfaceOp};
 use crate::interop::chunk_rows::{self, Codec, PackPolicy, Record};
 
-/// Options for [`write`].
+/// Options for [`write()`].
 #[derive(Debug, Clone)]
 pub struct WriteOptions {
     /// Read the finished file back with the importer before publishing it, and refuse to
@@ -29,7 +29,7 @@ impl Default for WriteOptions {
     }
 }
 
-/// What [`write`] wrote.
+/// What [`write()`] wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteReport {
     /// Sessions written (with their `sessions` row).
