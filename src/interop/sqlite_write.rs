@@ -64,11 +64,10 @@ pub fn write<'a, I>(
 where
     I: IntoIterator<Item = (&'a SessionHeader, &'a [Event])>,
 {
-    let sessions: Vec<(&SessionHeader, &[Event])> = sessions.into_iter().collect();
     let mut seen = HashSet::new();
     let mut report = WriteReport::default();
-    let mut plans = Vec::new();
-    for &(header, events) in &sessions {
+    let mut todo: Vec<Session<'_>> = Vec::new();
+    for (header, events) in sessions {
         if !seen.insert(header.id.as_str()) {
             return Err(SqliteError::DuplicateSession {
                 id: header.id.clone(),
@@ -79,19 +78,14 @@ where
             report.skipped_empty.push(header.id.clone());
             continue;
         }
-        let rows = plan_rows(header, events, version)?;
-        report.sessions += 1;
-        report.events += events.len();
-        report.rows += rows.len();
-        report.packed_rows += rows.iter().filter(|r| r.ignorable == Some(0)).count();
-        plans.push((header, events, rows));
+        todo.push((header, events));
     }
 
     refuse_existing(path)?;
     let temp = TempFile::create(path)?;
-    build_database(&temp.path, version, &plans)?;
+    build_database(&temp.path, version, &todo, &mut report)?;
     if options.verify {
-        verify(&temp.path, version, &plans)?;
+        verify(&temp.path, version, &todo)?;
     }
     if version.is_packed_layout() {
         report.warnings.extend(directory_warning(&temp.path));
@@ -489,12 +483,15 @@ const INSERT_EVENT: &str = "INSERT INTO events (session_id, seq, type, time, dat
 
 const UPDATE_REVISION: &str = "UPDATE sessions SET revision = revision + 1 WHERE id = ?";
 
-type Plan<'a> = (&'a SessionHeader, &'a [Event], Vec<RowPlan>);
+type Session<'a> = (&'a SessionHeader, &'a [Event]);
 
+/// Creates the schema, then writes each session (rows planned one session at a time, so only
+/// one session's encoded rows are held in memory).
 fn build_database(
     path: &Path,
     version: SchemaVersion,
-    plans: &[Plan<'_>],
+    sessions: &[Session<'_>],
+    report: &mut WriteReport,
 ) -> Result<(), SqliteError> {
     let display = path.display().to_string();
     let err = |context: &'static str| {
@@ -532,7 +529,12 @@ fn build_database(
         let mut revision = conn
             .prepare(UPDATE_REVISION)
             .map_err(err("preparing the revision update"))?;
-        for (header, _, rows) in plans {
+        for &(header, events) in sessions {
+            let rows = plan_rows(header, events, version)?;
+            report.sessions += 1;
+            report.events += events.len();
+            report.rows += rows.len();
+            report.packed_rows += rows.iter().filter(|r| r.ignorable == Some(0)).count();
             let incarnation = schema::random_uuid(&conn).map_err(err("drawing an incarnation"))?;
             let count = |v: Option<u64>| v.map(|n| Value::Integer(n as i64)).unwrap_or(Value::Null);
             let text = |v: &Option<String>| v.clone().map(Value::Text).unwrap_or(Value::Null);
@@ -554,7 +556,7 @@ fn build_database(
             upsert
                 .execute(params_from_iter(values))
                 .map_err(err("writing a session row"))?;
-            for row in rows {
+            for row in &rows {
                 let data = match &row.data {
                     DataValue::Text(t) => Value::Text(t.clone()),
                     DataValue::Zstd(b) => Value::Blob(b.clone()),
@@ -675,40 +677,54 @@ fn initialize(conn: &Connection, path: &str, version: SchemaVersion) -> Result<(
     Ok(())
 }
 
-/// Reads the finished file back and checks every event survived unchanged.
-fn verify(path: &Path, version: SchemaVersion, plans: &[Plan<'_>]) -> Result<(), SqliteError> {
+/// Reads the finished file back, one session at a time, and checks that it holds exactly the
+/// sessions written and that every header and event survived unchanged (layout aside).
+fn verify(
+    path: &Path,
+    version: SchemaVersion,
+    sessions: &[Session<'_>],
+) -> Result<(), SqliteError> {
     let reader = SqliteReader::open(
         path,
         &ReadOptions {
             version: Some(version),
         },
     )?;
-    let imported = reader.read_all()?;
-    let mismatch =
-        |id: &str, index: usize, seq: u64, detail: String| SqliteError::UnrepresentableEvent {
-            id: id.to_owned(),
-            version,
-            index,
-            seq,
-            detail: format!("the written file does not read back identically: {detail}"),
-        };
-    for ((header, events, _), got) in plans.iter().zip(&imported) {
-        if got.header != **header {
-            return Err(header_err(
-                header,
-                version,
-                "the written header does not read back identically".into(),
-            ));
+    let check = |detail: String| SqliteError::ExportCheck {
+        path: path.display().to_string(),
+        detail,
+    };
+    let stored = reader.list()?;
+    if stored.len() != sessions.len() {
+        return Err(check(format!(
+            "{} sessions read back, {} written",
+            stored.len(),
+            sessions.len()
+        )));
+    }
+    for &(header, events) in sessions {
+        let got = reader.read_session(&header.id)?;
+        if got.header != *header {
+            return Err(check(format!(
+                "the header of session \"{}\" does not read back identically",
+                header.id
+            )));
         }
-        if got.events.len() != events.len() || got.torn.is_some() {
-            return Err(mismatch(
-                &header.id,
+        if let Some(torn) = &got.torn {
+            return Err(check(format!(
+                "session \"{}\" reads back with a torn tail: {}",
+                header.id, torn.reason
+            )));
+        }
+        if got.events.len() != events.len() {
+            return Err(check(format!(
+                "session \"{}\": {} of {} events read back",
+                header.id,
                 got.events.len(),
-                got.events.len() as u64,
-                format!("{} of {} events read back", got.events.len(), events.len()),
-            ));
+                events.len()
+            )));
         }
-        for (index, (a, b)) in events.iter().zip(&got.events).enumerate() {
+        for (a, b) in events.iter().zip(&got.events) {
             let same = a.kind == b.kind
                 && a.seq == b.seq
                 && a.time == b.time
@@ -717,24 +733,12 @@ fn verify(path: &Path, version: SchemaVersion, plans: &[Plan<'_>]) -> Result<(),
                 && a.surface_op == b.surface_op
                 && a.ignorable == b.ignorable;
             if !same {
-                return Err(mismatch(
-                    &header.id,
-                    index,
-                    a.seq,
-                    "an event differs".into(),
-                ));
+                return Err(check(format!(
+                    "session \"{}\": event seq {} does not read back identically",
+                    header.id, a.seq
+                )));
             }
         }
-    }
-    if imported.len() != plans.len() {
-        return Err(SqliteError::ExportCheck {
-            path: path.display().to_string(),
-            detail: format!(
-                "{} sessions read back, {} written",
-                imported.len(),
-                plans.len()
-            ),
-        });
     }
     Ok(())
 }
