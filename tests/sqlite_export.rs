@@ -540,3 +540,72 @@ fn exact_jsonl_events(fx: &Path, base: &str) -> Vec<Event> {
     }
     out
 }
+
+/// §9.1: dsh's `oneTurnLog()` with `meta(id, cwd)` round-trips through every version; the
+/// stored columns are dsh's encodings (`surface_op` is the 8-byte JSON string `"append"`).
+#[test]
+fn one_turn_log_contract() {
+    use sessionlog::json::raw_member;
+    const LINES: [&str; 6] = [
+        r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}"#,
+        r#"{"type":"user/message","seq":1,"time":2,"data":{"id":"one-turn-user","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}"#,
+        r#"{"type":"step/start","seq":2,"time":3,"data":{"turn":1,"step":1}}"#,
+        r#"{"type":"assistant/message","seq":3,"time":4,"data":{"turn":1,"step":1,"message":{"id":"one-turn-assistant","role":"assistant","content":[{"type":"text","text":"hello"}],"source":{"kind":"model","provider":"mock","model":"mock"}}},"surfaceOp":"append"}"#,
+        r#"{"type":"step/end","seq":4,"time":5,"data":{"turn":1,"step":1}}"#,
+        r#"{"type":"turn/end","seq":5,"time":6,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+    ];
+    let events: Vec<Event> = LINES
+        .iter()
+        .enumerate()
+        .map(|(i, line)| {
+            let j: Json = serde_json::from_str(line).unwrap();
+            let e = Event::new(
+                j["type"].as_str().unwrap(),
+                i as u64,
+                j["time"].as_i64().unwrap(),
+                raw_member(line, &["data"]).unwrap().unwrap(),
+            );
+            if j.get("surfaceOp").is_some() {
+                e.with_surface_op(SurfaceOp::Append)
+            } else {
+                e
+            }
+        })
+        .collect();
+    let mut meta = SessionHeader::new("one-turn", 1000);
+    meta.cwd = Some("/work".into());
+    let dir = tempfile::tempdir().unwrap();
+    for version in SchemaVersion::ALL {
+        let p = dir.path().join(format!("one-{version}.db"));
+        write(&p, version, &[(meta.clone(), events.clone())]).unwrap();
+        let conn = open_ro(&p);
+        let (op, len, data): (String, i64, String) = conn
+            .query_row(
+                "SELECT surface_op, length(surface_op), data FROM events WHERE seq = 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!((op.as_str(), len), ("\"append\"", 8));
+        assert_eq!(data, events[1].data);
+        let (created, delegation): (i64, Option<i64>) = conn
+            .query_row(
+                "SELECT created_at, delegation_depth FROM sessions",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            (created, delegation),
+            (1000, None),
+            "absent fields are NULL"
+        );
+        let back = sqlite::read_session(&p, "one-turn", &ReadOptions::default()).unwrap();
+        assert_eq!(back.header, meta);
+        same_events(&events, &back.events);
+        for (e, line) in back.events.iter().zip(LINES) {
+            let j: Json = serde_json::from_str(line).unwrap();
+            assert_eq!(event_json(e), j);
+        }
+    }
+}
