@@ -103,6 +103,7 @@ fn import_matches_jsonl_fixtures(dir: &str, version: SchemaVersion) {
 fn export_is_row_identical(dir: &str, version: SchemaVersion) {
     let Some(fx) = fixtures() else { return };
     let tmp = tempfile::tempdir().unwrap();
+    let mut pairs = Vec::new();
     {
         for (base, path) in written_dbs(&fx, dir) {
             let imported = sqlite::read(&path, &ReadOptions::default()).unwrap();
@@ -148,7 +149,35 @@ fn export_is_row_identical(dir: &str, version: SchemaVersion) {
                 };
                 assert_eq!(get(&ours), get(&theirs), "{dir}/{base} pragma {pragma}");
             }
+            pairs.push((out, path));
         }
+    }
+    // The second reader sees the same identity, pragmas and schema text in both files, and an
+    // intact database.
+    let args: Vec<&str> = pairs
+        .iter()
+        .flat_map(|(ours, theirs)| [ours.to_str().unwrap(), theirs.to_str().unwrap()])
+        .collect();
+    let Some(out) = python(PYTHON_CHECK, &args) else {
+        return;
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Json = serde_json::from_slice(&out.stdout).unwrap();
+    for (ours, theirs) in &pairs {
+        let (mut a, mut b) = (
+            report[ours.to_str().unwrap()].clone(),
+            report[theirs.to_str().unwrap()].clone(),
+        );
+        assert_eq!(a["integrity"], "ok");
+        assert_eq!(a["user_version"], version.user_version());
+        for r in [&mut a, &mut b] {
+            r.as_object_mut().unwrap().remove("store_ids");
+        }
+        assert_eq!(a, b, "{}", ours.display());
     }
 }
 

@@ -322,29 +322,6 @@ fn exported_files_are_private() {
     }
 }
 
-const PYTHON_CHECK: &str = r#"
-import json, sqlite3, sys
-out = {}
-for path in sys.argv[1:]:
-    c = sqlite3.connect('file:' + path + '?mode=ro', uri=True)
-    q = lambda s: c.execute(s).fetchall()
-    out[path] = {
-        'application_id': q('PRAGMA application_id')[0][0],
-        'user_version': q('PRAGMA user_version')[0][0],
-        'journal_mode': q('PRAGMA journal_mode')[0][0],
-        'page_size': q('PRAGMA page_size')[0][0],
-        'encoding': q('PRAGMA encoding')[0][0],
-        'auto_vacuum': q('PRAGMA auto_vacuum')[0][0],
-        'integrity': q('PRAGMA integrity_check')[0][0],
-        'foreign_key_violations': len(q('PRAGMA foreign_key_check')),
-        'schema': [list(r) for r in q('SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY rowid')],
-        'store_ids': [r[0] for r in q('SELECT store_id FROM persistence_state')],
-        'sessions': q('SELECT COUNT(*) FROM sessions')[0][0],
-    }
-    c.close()
-print(json.dumps(out))
-"#;
-
 /// dsh's normalized canonical schema rows (persistence spec §5.3) for 17/18, and the tables
 /// 15 creates.
 fn normalized_spec_sql(version: SchemaVersion, table: &str) -> String {
