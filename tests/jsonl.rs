@@ -562,6 +562,25 @@ fn event_rules() {
         assert!(e.to_string().starts_with("stored session \"s\" failed validation: seed event at index 0 has an invalid event envelope"), "{e}");
         assert!(e.to_string().contains(why), "{line}: {e}");
     }
+    // A type with a lone surrogate is legal for dsh but not representable here.
+    let e = refusal(&file(&[
+        r#"{"type":"x\ud800","seq":0,"time":1,"data":{},"ignorable":true}"#,
+    ]));
+    assert!(
+        matches!(e, JsonlReadError::Unsupported { file_line: 2, .. }),
+        "{e}"
+    );
+    // Invalid UTF-8 is replaced by U+FFFD as dsh's non-fatal decoder does, and reported.
+    let mut t = file(&[]).into_bytes();
+    t.extend_from_slice(
+        b"{\"type\":\"turn/start\",\"seq\":0,\"time\":1,\"data\":{\"t\":\"\xff\"}}\n",
+    );
+    let log = jsonl::read(&t, &ReadOptions::default()).unwrap();
+    assert_eq!(log.events[0].data, "{\"t\":\"\u{FFFD}\"}");
+    assert_eq!(
+        log.non_canonical[0].reason,
+        "invalid UTF-8 replaced by U+FFFD"
+    );
     // -0 is read as 0 (as dsh's loader does); data keeps its text.
     let t = file(&[r#"{"type":"turn/start","seq":-0,"time":-0,"data":{"x":-0}}"#]);
     let log = jsonl::read(t.as_bytes(), &ReadOptions::default()).unwrap();
@@ -648,6 +667,17 @@ fn writer_refusals() {
                 events: 1
             }
         ),
+        "{e}"
+    );
+    let big = Event::new("user/message", 0, 1, "{}").with_surface_op(
+        sessionlog::event::SurfaceOp::Replace {
+            start: 1 << 53,
+            end: 0,
+        },
+    );
+    let e = jsonl::write(&log.header, &[big], &[], &WriteOptions::default()).unwrap_err();
+    assert!(
+        matches!(e, jsonl::JsonlWriteError::InvalidEvent { seq: 0, .. }),
         "{e}"
     );
     let mut h = log.header.clone();

@@ -820,6 +820,19 @@ pub fn write_event_line(out: &mut String, e: &Event) -> Result<(), JsonlWriteErr
     if e.seq > MAX_SAFE as u64 || !(-MAX_SAFE..=MAX_SAFE).contains(&e.time) {
         return Err(invalid("seq and time must be safe integers".into()));
     }
+    let safe = |n: &u64| *n <= MAX_SAFE as u64;
+    if !e
+        .source_event_seqs
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .all(safe)
+        || matches!(e.surface_op, Some(SurfaceOp::Replace { start, end }) if !safe(&start) || !safe(&end))
+    {
+        return Err(invalid(
+            "sourceEventSeqs and surfaceOp seqs must be safe integers".into(),
+        ));
+    }
     json::validate_with(&e.data, &JsonLimits::default(), NegativeZero::Accept)
         .map_err(|err| invalid(format!("data is not valid JSON: {err}")))?;
     out.push('{');
@@ -888,12 +901,10 @@ fn event_from_members(
             .map(|t| parse_value(t).map_err(|e| e.to_string()))
             .transpose()
     };
+    // (A type with a lone surrogate is reported as unsupported before this is called.)
     let kind = match value(EnvelopeKey::Type)? {
-        Some(v) if v.as_js_string().is_some() => v
-            .as_str()
-            .ok_or("type holds a lone UTF-16 surrogate (unsupported)")?
-            .to_owned(),
-        _ => return Err("type must be a string".into()),
+        Some(v) => v.as_str().ok_or("type must be a string")?.to_owned(),
+        None => return Err("type must be a string".into()),
     };
     let seq = match value(EnvelopeKey::Seq)? {
         Some(v) => v
@@ -969,7 +980,15 @@ struct Kept {
     ignorable: bool,
     /// `data.reason` is the string `"fallback"` (retired `request/header` reason).
     fallback_reason: bool,
-    event: Result<Event, String>,
+    event: Result<Event, Defect>,
+}
+
+/// Why a kept record is not a valid event.
+enum Defect {
+    /// dsh refuses it ("invalid event envelope").
+    Invalid(String),
+    /// dsh accepts it but this engine cannot represent it.
+    Unsupported(String),
 }
 
 /// A decoded storage record.
@@ -1032,7 +1051,7 @@ impl<'o> Scanner<'o> {
                         kind: None,
                         ignorable: false,
                         fallback_reason: false,
-                        event: Err("the record is not a JSON object".into()),
+                        event: Err(Defect::Invalid("the record is not a JSON object".into())),
                     }],
                     canonical: false,
                 });
@@ -1101,7 +1120,17 @@ impl<'o> Scanner<'o> {
             None if replay => Some(self.expected as f64),
             None => None,
         };
-        let event = event_from_members(&members, replay, self.expected);
+        let lone_surrogate_type = type_value
+            .as_ref()
+            .and_then(JsonValue::as_js_string)
+            .is_some_and(json::JsString::has_lone_surrogates);
+        let event = if lone_surrogate_type {
+            Err(Defect::Unsupported(
+                "the event type holds a lone UTF-16 surrogate".into(),
+            ))
+        } else {
+            event_from_members(&members, replay, self.expected).map_err(Defect::Invalid)
+        };
         let canonical = match &event {
             Ok(e) => {
                 let mut line = String::with_capacity(text.len());
@@ -1270,20 +1299,18 @@ fn finish_events(header: &SessionHeader, kept: Vec<Kept>) -> Result<Vec<Event>, 
     for k in kept {
         match k.event {
             Ok(e) => events.push(e),
-            Err(reason) => {
-                let unsupported = reason.contains("(unsupported)");
-                return Err(if unsupported {
-                    JsonlReadError::Unsupported {
-                        file_line: k.file_line,
-                        reason,
-                    }
-                } else {
-                    JsonlReadError::InvalidEnvelope {
-                        id: id.clone(),
-                        index: k.seq,
-                        file_line: k.file_line,
-                        reason,
-                    }
+            Err(Defect::Unsupported(reason)) => {
+                return Err(JsonlReadError::Unsupported {
+                    file_line: k.file_line,
+                    reason,
+                });
+            }
+            Err(Defect::Invalid(reason)) => {
+                return Err(JsonlReadError::InvalidEnvelope {
+                    id: id.clone(),
+                    index: k.seq,
+                    file_line: k.file_line,
+                    reason,
                 });
             }
         }
@@ -1321,6 +1348,30 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> Result<JsonlLog, JsonlReadError
     }
 }
 
+/// Parses the header line bytes and starts a scanner after it.
+fn read_header<'o>(
+    line: &[u8],
+    after: usize,
+    opts: &'o ReadOptions,
+) -> Result<(SessionHeader, Scanner<'o>), JsonlReadError> {
+    let text = String::from_utf8_lossy(line);
+    let lossy = matches!(text, std::borrow::Cow::Owned(_));
+    let (header, canonical) = parse_header_line(&text, opts)?;
+    let mut scanner = Scanner::new(opts, after);
+    if lossy {
+        scanner.non_canonical.push(NonCanonicalLine {
+            file_line: 1,
+            reason: "invalid UTF-8 replaced by U+FFFD",
+        });
+    } else if !canonical {
+        scanner.non_canonical.push(NonCanonicalLine {
+            file_line: 1,
+            reason: "header line is not the form dsh writes",
+        });
+    }
+    Ok((header, scanner))
+}
+
 /// Reads a plain `session.jsonl`.
 pub fn read_plain(bytes: &[u8], opts: &ReadOptions) -> Result<JsonlLog, JsonlReadError> {
     let Some(header_end) = bytes.iter().position(|&c| c == b'\n') else {
@@ -1330,15 +1381,7 @@ pub fn read_plain(bytes: &[u8], opts: &ReadOptions) -> Result<JsonlLog, JsonlRea
             "the header line has no terminating newline"
         }));
     };
-    let header_text = String::from_utf8_lossy(&bytes[..header_end]);
-    let (header, header_canonical) = parse_header_line(&header_text, opts)?;
-    let mut scanner = Scanner::new(opts, header_end + 1);
-    if !header_canonical {
-        scanner.non_canonical.push(NonCanonicalLine {
-            file_line: 1,
-            reason: "header line is not the form dsh writes",
-        });
-    }
+    let (header, mut scanner) = read_header(&bytes[..header_end], header_end + 1, opts)?;
     let body = &bytes[header_end + 1..];
     let (_, next_k) = scanner.feed_all(body, header_end + 1, 1)?;
     let committed = scanner.committed;
@@ -1506,16 +1549,8 @@ pub fn read_zstd(bytes: &[u8], opts: &ReadOptions) -> Result<JsonlLog, JsonlRead
     if newlines != 1 || header_plain.last() != Some(&b'\n') {
         return Err(JsonlReadError::ZstdHeaderFrame);
     }
-    let header_text = String::from_utf8_lossy(&header_plain[..header_plain.len() - 1]);
-    let (header, header_canonical) = parse_header_line(&header_text, opts)?;
     let base = header_plain.len();
-    let mut scanner = Scanner::new(opts, base);
-    if !header_canonical {
-        scanner.non_canonical.push(NonCanonicalLine {
-            file_line: 1,
-            reason: "header line is not the form dsh writes",
-        });
-    }
+    let (header, mut scanner) = read_header(&header_plain[..base - 1], base, opts)?;
     // All complete frames, as one stream.
     let mut stream = Vec::new();
     let mut frame_ends = Vec::with_capacity(frames.len());
