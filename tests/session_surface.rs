@@ -37,7 +37,10 @@ fn raw_user(seq: u64, extra: &str) -> String {
 }
 
 fn surface_err(r: Result<SessionState, String>) -> String {
-    r.err().expect("refused")
+    match r {
+        Ok(_) => panic!("expected a refusal"),
+        Err(e) => e,
+    }
 }
 
 fn user(seq: u64, sources: Option<Vec<u64>>) -> Event {
