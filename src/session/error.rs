@@ -402,6 +402,9 @@ pub enum AppendError {
         #[from]
         source: InvariantViolation,
     },
+    /// The plan was made for another state (see [`StalePlan`]).
+    #[error(transparent)]
+    Stale(#[from] StalePlan),
 }
 
 impl AppendError {
@@ -412,6 +415,7 @@ impl AppendError {
             | AppendError::Envelope { seq, .. }
             | AppendError::Surface { seq, .. } => *seq,
             AppendError::Invariant { source } => source.seq,
+            AppendError::Stale(stale) => stale.planned,
         }
     }
 }

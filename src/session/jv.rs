@@ -597,7 +597,6 @@ impl<'t> Parser<'t> {
                             Some(b']') => {
                                 self.pos += 1;
                                 let Some(Frame::Arr(s, items)) = stack.pop() else {
-                                    unreachable_frame();
                                     return self.err("internal parser state");
                                 };
                                 done = self.push(s, Payload::Arr(items));
@@ -621,7 +620,6 @@ impl<'t> Parser<'t> {
                             Some(b'}') => {
                                 self.pos += 1;
                                 let Some(Frame::Obj(s, members, _)) = stack.pop() else {
-                                    unreachable_frame();
                                     return self.err("internal parser state");
                                 };
                                 done = self.push(s, Payload::Obj(order_members(members)));
@@ -662,7 +660,11 @@ impl<'t> Parser<'t> {
     }
 
     fn literal(&mut self, word: &'static str) -> Result<(), JsonDefect> {
-        if self.bytes[self.pos..].starts_with(word.as_bytes()) {
+        if self
+            .bytes
+            .get(self.pos..)
+            .is_some_and(|rest| rest.starts_with(word.as_bytes()))
+        {
             self.pos += word.len();
             Ok(())
         } else {
@@ -837,8 +839,6 @@ impl<'t> Parser<'t> {
         }
     }
 }
-
-fn unreachable_frame() {}
 
 /// Inserts with `JSON.parse` semantics: a repeated key keeps its first position and takes
 /// the last value.

@@ -425,11 +425,7 @@ impl SessionState {
         lookup: &dyn EventLookup,
     ) -> Result<AppliedAppend, AppendError> {
         let plan = self.plan_append(event, lookup)?;
-        self.apply(plan).map_err(|stale| AppendError::Envelope {
-            seq: event.seq,
-            kind: event.kind.clone(),
-            detail: stale.to_string(),
-        })
+        Ok(self.apply(plan)?)
     }
 
     /// Rebuilds the state from a whole log (a seed from seq 0), validating every event with
