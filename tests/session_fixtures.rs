@@ -12,10 +12,10 @@ mod session_fixtures;
 use session_fixtures::{Fixture, expected, fixture_names, fixtures_root, load_fixture};
 use sessionlog::event::Event;
 use sessionlog::json::{JsonLimits, JsonValue, parse, stringify};
-use sessionlog::session::RawDefects;
 use sessionlog::session::derive::MessageCache;
 use sessionlog::session::invariants::{InvariantMode, verify};
 use sessionlog::session::load::{LoadError, LoadedSession, load_stored_raw};
+use sessionlog::session::{RawDefects, SessionState};
 use std::collections::BTreeMap;
 
 fn ok_of(v: &JsonValue) -> Result<(), String> {
@@ -226,6 +226,7 @@ fn every_fixture_matches_dsh() {
 fn invariant_verdicts_of_fixtures() {
     let Some(root) = fixtures_root() else { return };
     let mut table: Vec<(String, usize, String)> = Vec::new();
+    let mut max_state = (0usize, 0usize);
     for base in fixture_names(&root) {
         let fx = load_fixture(&root, &base);
         let Some(header) = fx.header.as_ref() else {
@@ -236,6 +237,18 @@ fn invariant_verdicts_of_fixtures() {
         };
         let stored: Vec<Event> = fx.events.iter().map(|e| e.event.clone()).collect();
         let view = loaded.view.apply(&stored);
+        // The incremental state round-trips through postcard and equals a rebuild of the view.
+        let bytes = loaded.state.to_bytes().expect("serialise");
+        assert_eq!(
+            SessionState::from_bytes(&bytes).expect("deserialise"),
+            loaded.state
+        );
+        assert_eq!(
+            SessionState::rebuild(&view, InvariantMode::Off).expect("rebuild"),
+            loaded.state,
+            "{base}"
+        );
+        max_state = max_state.max((bytes.len(), view.len()));
         let violations = verify(&view);
         assert_eq!(
             violations.len() as u64,
@@ -248,6 +261,10 @@ fn invariant_verdicts_of_fixtures() {
             .unwrap_or_default();
         table.push((base, violations.len(), first));
     }
+    eprintln!(
+        "largest serialised state: {} bytes ({} events)",
+        max_state.0, max_state.1
+    );
     for (base, n, first) in &table {
         if *n > 0 {
             eprintln!("{n:>4} {base} {first}");

@@ -2,7 +2,7 @@
 //!
 //! Every message reproduces dsh's wording (the fragment dsh's own tests match), so a refusal
 //! reads the same whether dsh or sessionlog reports it. The context wrappers
-//! ([`AppendError`], [`LoadError`]) add the seq or index where the rule failed.
+//! ([`AppendError`], [`LoadError`](super::load::LoadError)) add the seq or index where the rule failed.
 
 use crate::event::Seq;
 use std::fmt;
