@@ -65,6 +65,7 @@ pub mod known;
 pub mod legacy;
 pub mod load;
 pub mod repair;
+pub mod request;
 pub(crate) mod shape;
 pub mod state;
 pub mod surface;
