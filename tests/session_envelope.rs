@@ -1021,3 +1021,42 @@ fn load_reports_raw_marker_defects_in_dsh_order() {
     ));
     let _ = RawDefects::default();
 }
+
+#[test]
+fn append_refuses_records_dsh_would_refuse_or_rewrite_on_load() {
+    let err = append_one("mode/set", r#"{"mode":"plan"}"#).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "append at seq 0 refused: session event \"mode/set\" uses unsupported legacy mode/set format"
+    );
+    let err = append_one(
+        "steering/message",
+        r#"{"turn":1,"content":[],"source":{"kind":"user"}}"#,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with("uses unsupported legacy steering/message format")
+    );
+    for bad in [
+        r#"{"turn":0,"reason":{"kind":"completed"}}"#,
+        r#"{"turn":1,"reason":{"kind":"completed","extra":1}}"#,
+        r#"{"turn":1}"#,
+    ] {
+        let err = append_one("turn/end", bad).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "append at seq 0 refused: session event \"turn/end\" is a malformed pre-react-loop turn/end (dsh refuses to load it)",
+            "{bad}"
+        );
+    }
+    let err = append_one("turn/start", r#"{"turn":1,"trigger":{}}"#).unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with("malformed pre-react-loop turn/start (dsh refuses to load it)")
+    );
+    // Shapes dsh converts (and therefore loads) stay accepted.
+    append_one("turn/start", r#"{"turn":1,"trigger":{"kind":"message"}}"#).unwrap();
+    append_one("turn/end", r#"{"turn":1,"reason":{"kind":"disposed"}}"#).unwrap();
+    append_one("turn/start", r#"{"turn":1}"#).unwrap();
+}

@@ -77,6 +77,24 @@ pub enum ShapeError {
         /// Where.
         subject: Subject,
     },
+    /// A retired record type dsh refuses or rewrites on load (`mode/set`,
+    /// `steering/message`): refused on append so every stored log reloads.
+    #[error("{subject} uses unsupported legacy {kind} format")]
+    LegacyType {
+        /// Where.
+        subject: Subject,
+        /// The retired type.
+        kind: String,
+    },
+    /// A `turn/start`/`turn/end` dsh's loader refuses as a malformed pre-react-loop record
+    /// (e.g. `turn` < 1, extra keys, an unknown-shaped reason): refused on append.
+    #[error("{subject} is a malformed pre-react-loop {kind} (dsh refuses to load it)")]
+    MalformedTurnRecord {
+        /// Where.
+        subject: Subject,
+        /// `turn/start` or `turn/end`.
+        kind: String,
+    },
     /// `request/header` with `reason: "fallback"`.
     #[error("{subject} uses unsupported legacy request/header reason \"fallback\"")]
     LegacyFallback {
