@@ -26,12 +26,12 @@ fn spec_example() -> Vec<u8> {
 #[test]
 fn the_spec_example_frame_decodes_to_the_documented_event() {
     let bytes = spec_example();
-    assert_eq!(bytes.len(), 52);
+    assert_eq!(bytes.len(), 53);
     let (header, payload) = frame::decode(&bytes, &FrameLimits::default()).unwrap();
-    assert_eq!(header.stored_len, 36);
-    assert_eq!(header.raw_len, 36);
+    assert_eq!(header.stored_len, 37);
+    assert_eq!(header.raw_len, 37);
     assert_eq!(header.flags, 0);
-    assert_eq!(header.crc, 0x4a24_ecc7);
+    assert_eq!(header.crc, 0x3f5f_0cd3);
     let records = Record::decode_all(&payload).unwrap();
     assert_eq!(records.len(), 1);
     let (offset, record) = &records[0];

@@ -321,6 +321,7 @@ fn member_event(m: &Member, packing: Packing) -> Event {
         layout: Layout {
             key_order: KeyOrder::Canonical,
             packing,
+            batch_start: false,
         },
     }
 }

@@ -964,6 +964,7 @@ fn event_from_members(
         layout: Layout {
             key_order,
             packing: Packing::Scalar,
+            batch_start: false,
         },
     })
 }

@@ -576,6 +576,7 @@ impl SqliteReader {
             layout: Layout {
                 key_order: KeyOrder::Canonical,
                 packing: d.packing,
+                batch_start: false,
             },
         })
     }

@@ -148,6 +148,26 @@ pub struct SessionInfo {
     pub replace_generation: u64,
 }
 
+/// Options for a new session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionOptions {
+    /// When the turn/step/tool invariants are enforced on this session's appends
+    /// (`None`: the store's [`Config::invariants`]).
+    pub invariants: Option<InvariantMode>,
+}
+
+/// Why a stored session could not be imported.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// dsh's loader would refuse the log (format version, vocabulary, corruption), with
+    /// dsh's wording.
+    #[error(transparent)]
+    Load(#[from] crate::session::load::LoadError),
+    /// Writing it failed (or the id exists, or an event is over the size limit).
+    #[error(transparent)]
+    Append(#[from] AppendError),
+}
+
 /// A subscriber to appended events (dsh's `session/event` feed): called after each append
 /// is staged, with the session id and the event. A panicking listener is caught and logged;
 /// it never blocks the append or other listeners.
@@ -363,6 +383,15 @@ impl Store {
 
     /// Creates a session. Its id must be new and non-empty.
     pub fn create_session(&self, header: SessionHeader) -> Result<Receipt, AppendError> {
+        self.create_session_with(header, SessionOptions::default())
+    }
+
+    /// Creates a session with per-session options.
+    pub fn create_session_with(
+        &self,
+        header: SessionHeader,
+        options: SessionOptions,
+    ) -> Result<Receipt, AppendError> {
         let committer = self.committer()?;
         validate_header(&header)?;
         let mut registry = self.registry_mut();
@@ -382,8 +411,116 @@ impl Store {
         })?;
         drop(registry);
         let core = self.core(number);
-        lock(&core).state = Some(SessionState::with_invariants(self.config.invariants));
+        lock(&core).state = Some(SessionState::with_invariants(
+            options.invariants.unwrap_or(self.config.invariants),
+        ));
         self.finish(lsn, 0)
+    }
+
+    /// Imports a whole stored session (e.g. read from a dsh file): validates it the way
+    /// dsh's loader does (format version, vocabulary, legacy shapes, envelope, surface; not
+    /// the turn/step invariants), then writes it. Nothing is written when validation fails.
+    /// The session's later appends enforce `invariants` (default: the store's setting).
+    pub fn import_session(
+        &self,
+        header: SessionHeader,
+        events: Vec<Event>,
+        invariants: Option<InvariantMode>,
+    ) -> Result<Receipt, ImportError> {
+        let committer = self.committer()?;
+        let id = header.id.clone();
+        let loaded = crate::session::load::load_stored(&id, &header, &events, InvariantMode::Off)?;
+        let mut state = loaded.state;
+        validate_header(&header)?;
+        for e in &events {
+            let size = e.data.len() as u64;
+            if size > self.config.max_event_bytes {
+                return Err(ImportError::Append(AppendError::TooLarge {
+                    session: id.clone(),
+                    kind: e.kind.clone(),
+                    size,
+                    limit: self.config.max_event_bytes,
+                }));
+            }
+        }
+        state.set_invariant_mode(invariants.unwrap_or(self.config.invariants));
+        let mut registry = self.registry_mut();
+        let number = registry.next_number();
+        let mut rows = registry
+            .create(number, header.clone(), None)
+            .map_err(|_| AppendError::SessionExists(id.clone()))?;
+        let mut records = vec![(
+            encode(&Record::CreateSession {
+                session: number,
+                header,
+            })?,
+            None,
+        )];
+        for e in &events {
+            registry
+                .event(number, e.seq, e.time, e.data.len())
+                .map_err(|err| AppendError::WrongSeq {
+                    session: id.clone(),
+                    got: e.seq,
+                    expected: match err {
+                        registry::RegistryError::Gap { expected, .. } => expected,
+                        _ => 0,
+                    },
+                })?;
+        }
+        let mut row = registry
+            .get(number)
+            .cloned()
+            .ok_or_else(|| AppendError::NoSuchSession(id.clone()))?;
+        set_surface(&mut row, &state);
+        registry.put(row.clone());
+        rows.push(row);
+        let nodes = state.surface().nodes();
+        let mut ops: Vec<IndexOp> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, &seq)| IndexOp::Link {
+                session: number,
+                seq,
+                prev: if i == 0 { NO_NODE } else { nodes[i - 1] },
+                next: nodes.get(i + 1).copied().unwrap_or(NO_NODE),
+            })
+            .collect();
+        ops.push(IndexOp::State {
+            session: number,
+            covered: state.next_seq(),
+            bytes: state_bytes(&state)?,
+        });
+        // Large imports go out in several frames (a frame holds at most IMPORT_FRAME_BYTES
+        // of records); the index rows and surface land with the last one.
+        let mut lsn = 0;
+        let mut pending = 0usize;
+        for e in events {
+            let bytes = encode(&Record::Event {
+                session: number,
+                event: EventRecord::from(e.clone()),
+            })?;
+            pending += bytes.len();
+            records.push((bytes, Some((number, Arc::new(e)))));
+            if pending >= IMPORT_FRAME_BYTES {
+                lsn = committer.stage(Stage {
+                    records: std::mem::take(&mut records),
+                    ops: Vec::new(),
+                    rows: Vec::new(),
+                })?;
+                committer.commit(lsn, Goal::Written, false)?;
+                pending = 0;
+            }
+        }
+        lsn = lsn.max(committer.stage(Stage { records, ops, rows })?);
+        drop(registry);
+        let core = self.core(number);
+        let mut core = lock(&core);
+        core.checkpointed = state.next_seq();
+        let last = state.next_seq().saturating_sub(1);
+        core.state = Some(state);
+        drop(core);
+        Ok(self.finish(lsn, last)?)
     }
 
     /// Appends one event to a session. `event.seq` must be the session's next seq. The
@@ -545,7 +682,43 @@ impl Store {
             reason: format!("replaying the stored log failed: {e}"),
         };
         let mut ops = Vec::new();
-        if covered < row.next_seq {
+        if covered == 0 && row.next_seq > 0 {
+            // No checkpoint (index rebuilt, or a crash during an import): load the whole log
+            // the way dsh's loader does, then relink the whole surface.
+            let mut cache = FrameCache::default();
+            let mut events = Vec::with_capacity(row.next_seq.min(1 << 20) as usize);
+            for seq in 0..row.next_seq {
+                events.push(
+                    self.read_resolved(number, seq, &mut cache)
+                        .map_err(|e| replay_failed(seq, e.to_string()))?,
+                );
+            }
+            let loaded = crate::session::load::load_stored(
+                &row.header.id,
+                &row.header,
+                &events,
+                InvariantMode::Off,
+            )
+            .map_err(|e| replay_failed(0, e.to_string()))?;
+            state = loaded.state;
+            state.set_invariant_mode(self.config.invariants);
+            for (seq, prev, next) in self.index.surface_links(number)? {
+                let _ = (prev, next);
+                ops.push(IndexOp::Unlink {
+                    session: number,
+                    seq,
+                });
+            }
+            let nodes = state.surface().nodes();
+            for (i, &seq) in nodes.iter().enumerate() {
+                ops.push(IndexOp::Link {
+                    session: number,
+                    seq,
+                    prev: if i == 0 { NO_NODE } else { nodes[i - 1] },
+                    next: nodes.get(i + 1).copied().unwrap_or(NO_NODE),
+                });
+            }
+        } else if covered < row.next_seq {
             let mode = state.invariant_mode();
             state.set_invariant_mode(InvariantMode::Off);
             let mut cache = FrameCache::default();
@@ -567,11 +740,7 @@ impl Store {
                     surface_ops(number, state.surface().nodes(), change, &mut ops);
                 }
             }
-            state.set_invariant_mode(if checkpoint_is_some(covered) {
-                mode
-            } else {
-                self.config.invariants
-            });
+            state.set_invariant_mode(mode);
         }
         if row.surface_covered < row.next_seq && self.committer.is_some() {
             let mut row = row.clone();
@@ -1167,9 +1336,8 @@ impl Drop for Store {
 /// Events between state checkpoints (besides one at every `turn/end` and at close).
 const STATE_CHECKPOINT_EVENTS: Seq = 1024;
 
-fn checkpoint_is_some(covered: Seq) -> bool {
-    covered > 0
-}
+/// Records per frame when importing a large session.
+const IMPORT_FRAME_BYTES: usize = 8 << 20;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -1254,13 +1422,36 @@ impl EventLookup for StoreLookup<'_> {
         if seq >= len {
             return Ok(None);
         }
-        self.store
+        let event = self
+            .store
             .read_resolved(self.number, seq, &mut FrameCache::default())
-            .map(|e| Some(std::borrow::Cow::Owned(e)))
             .map_err(|e| LookupError {
                 seq,
                 message: e.to_string(),
-            })
+            })?;
+        // The rules see older record shapes converted, as dsh's loader presents them.
+        let id = self
+            .store
+            .registry()
+            .get(self.number)
+            .map(|r| r.header.id.clone())
+            .unwrap_or_default();
+        let target_id = |target: Seq| -> Option<String> {
+            let e = self.event_at(target).ok()??;
+            let path: &[&str] = if e.kind == "user/message" {
+                &["id"]
+            } else {
+                &["message", "id"]
+            };
+            crate::json::raw_member(&e.data, path)
+                .ok()
+                .flatten()
+                .map(str::to_owned)
+        };
+        match crate::session::legacy::convert_event(&id, &event, &target_id) {
+            Ok(Some(converted)) => Ok(Some(std::borrow::Cow::Owned(converted))),
+            _ => Ok(Some(std::borrow::Cow::Owned(event))),
+        }
     }
 }
 
