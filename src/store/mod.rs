@@ -21,6 +21,9 @@ mod commit;
 mod lock;
 pub mod recovery;
 mod registry;
+mod session;
+
+pub use session::{ForkFailure, Intent, Session, now_ms};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -96,6 +99,9 @@ pub struct Config {
     pub json_limits: JsonLimits,
     /// When dsh's turn/step/tool invariants are enforced on append. Default `Always`.
     pub invariants: InvariantMode,
+    /// [`Store::resume`] appends dsh's crash closers when a session's log ends inside an
+    /// open turn. Default true.
+    pub repair_on_resume: bool,
     /// The file system (the seam for fault injection).
     pub fs: Arc<dyn FileSystem>,
 }
@@ -115,6 +121,7 @@ impl Default for Config {
             checkpoint_bytes: 16 << 20,
             json_limits: JsonLimits::default(),
             invariants: InvariantMode::Always,
+            repair_on_resume: true,
             fs: Arc::new(StdFileSystem),
         }
     }
@@ -185,10 +192,10 @@ pub(crate) struct Core {
 /// An opened store. Cheap to share between threads (`&Store` is `Sync`).
 pub struct Store {
     dir: PathBuf,
-    config: Config,
+    pub(crate) config: Config,
     segments: Arc<Segments>,
     index: Arc<Index>,
-    committer: Option<Arc<Committer>>,
+    pub(crate) committer: Option<Arc<Committer>>,
     registry: RwLock<Registry>,
     cores: Mutex<HashMap<u64, Arc<Mutex<Core>>>>,
     overlay: HashMap<(u64, Seq), Location>,
@@ -360,7 +367,7 @@ impl Store {
         self.segments.frames_read()
     }
 
-    fn committer(&self) -> Result<&Arc<Committer>, AppendError> {
+    pub(crate) fn committer(&self) -> Result<&Arc<Committer>, AppendError> {
         self.committer.as_ref().ok_or(AppendError::ReadOnly)
     }
 
@@ -368,7 +375,7 @@ impl Store {
         self.registry.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn registry_mut(&self) -> std::sync::RwLockWriteGuard<'_, Registry> {
+    pub(crate) fn registry_mut(&self) -> std::sync::RwLockWriteGuard<'_, Registry> {
         self.registry.write().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -1343,7 +1350,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn encode(record: &Record) -> Result<Vec<u8>, AppendError> {
+pub(crate) fn encode(record: &Record) -> Result<Vec<u8>, AppendError> {
     let mut bytes = Vec::new();
     record
         .encode_into(&mut bytes)
@@ -1351,7 +1358,7 @@ fn encode(record: &Record) -> Result<Vec<u8>, AppendError> {
     Ok(bytes)
 }
 
-fn state_bytes(state: &SessionState) -> Result<Vec<u8>, AppendError> {
+pub(crate) fn state_bytes(state: &SessionState) -> Result<Vec<u8>, AppendError> {
     state.to_bytes().map_err(|e| {
         AppendError::Io(std::io::Error::other(format!(
             "encoding session state: {e}"
@@ -1367,7 +1374,7 @@ fn derive_error(e: crate::session::derive::DeriveError) -> ReadError {
 }
 
 /// Copies the surface summary of `state` into a session row.
-fn set_surface(row: &mut SessionRow, state: &SessionState) {
+pub(crate) fn set_surface(row: &mut SessionRow, state: &SessionState) {
     let nodes = state.surface().nodes();
     row.surface_head = nodes.first().copied().unwrap_or(NO_NODE);
     row.surface_tail = nodes.last().copied().unwrap_or(NO_NODE);
@@ -1403,10 +1410,10 @@ fn surface_ops(number: u64, nodes: &[Seq], change: &SurfaceChange, ops: &mut Vec
 
 /// Earlier events of a session, as the semantics ask for them: the batch being appended
 /// first, then the store (following fork links).
-struct StoreLookup<'a> {
-    store: &'a Store,
-    number: u64,
-    batch: &'a [Event],
+pub(crate) struct StoreLookup<'a> {
+    pub(crate) store: &'a Store,
+    pub(crate) number: u64,
+    pub(crate) batch: &'a [Event],
 }
 
 impl EventLookup for StoreLookup<'_> {
