@@ -695,10 +695,15 @@ impl Store {
             let mut cache = FrameCache::default();
             let mut events = Vec::with_capacity(row.next_seq.min(1 << 20) as usize);
             for seq in 0..row.next_seq {
-                events.push(
-                    self.read_resolved(number, seq, &mut cache)
-                        .map_err(|e| replay_failed(seq, e.to_string()))?,
-                );
+                let mut event = self
+                    .read_resolved(number, seq, &mut cache)
+                    .map_err(|e| replay_failed(seq, e.to_string()))?;
+                // Replay accepts every type the engine accepted on append (unknown types
+                // are legal in a live session; only dsh's import refuses them).
+                if !crate::session::known::is_known_event_type(&event.kind) {
+                    event.ignorable = true;
+                }
+                events.push(event);
             }
             let loaded = crate::session::load::load_stored(
                 &row.header.id,
