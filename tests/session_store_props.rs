@@ -39,7 +39,7 @@ fn user(seq: u64, n: u8) -> String {
 }
 
 fn assistant(seq: u64, n: u8) -> String {
-    let content = if n % 5 == 0 {
+    let content = if n.is_multiple_of(5) {
         String::new()
     } else {
         format!(r#"{{"type":"text","text":"a{n}"}}"#)
