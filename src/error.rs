@@ -93,7 +93,9 @@ pub enum OpenError {
         supported: u32,
     },
     /// A file does not start with sessionlog's magic bytes.
-    #[error("{path} is not a sessionlog segment (bad magic); remove it from segments/ if it does not belong there")]
+    #[error(
+        "{path} is not a sessionlog segment (bad magic); remove it from segments/ if it does not belong there"
+    )]
     NotASegment {
         /// The file.
         path: PathBuf,
@@ -120,7 +122,9 @@ pub enum OpenError {
         reason: String,
     },
     /// Segment files are missing from the sequence.
-    #[error("segment {missing} is missing (segments run from {first} to {last}); the log cannot be read past it")]
+    #[error(
+        "segment {missing} is missing (segments run from {first} to {last}); the log cannot be read past it"
+    )]
     MissingSegment {
         /// The first missing number.
         missing: u64,
@@ -130,7 +134,9 @@ pub enum OpenError {
         last: u64,
     },
     /// A read-only open found an index that needs repair.
-    #[error("the index of {path} needs repair ({reason}); open the store read-write once to rebuild it")]
+    #[error(
+        "the index of {path} needs repair ({reason}); open the store read-write once to rebuild it"
+    )]
     NeedsRepair {
         /// The store directory.
         path: PathBuf,
@@ -160,7 +166,9 @@ pub enum IndexError {
     #[error("redb: {0}")]
     Redb(String),
     /// An index value does not decode.
-    #[error("index table {table} holds a malformed value: {detail}; delete index.redb and reopen to rebuild it")]
+    #[error(
+        "index table {table} holds a malformed value: {detail}; delete index.redb and reopen to rebuild it"
+    )]
     Malformed {
         /// The table.
         table: &'static str,
@@ -224,7 +232,9 @@ pub enum AppendError {
         expected: Seq,
     },
     /// `data` is not lossless JSON.
-    #[error("session {session:?} event {kind:?} (seq {seq}) carries data that is not lossless JSON: {reason}")]
+    #[error(
+        "session {session:?} event {kind:?} (seq {seq}) carries data that is not lossless JSON: {reason}"
+    )]
     BadData {
         /// Session id.
         session: String,
@@ -248,7 +258,9 @@ pub enum AppendError {
         reason: String,
     },
     /// The event is larger than the configured limit.
-    #[error("session {session:?} event {kind:?} is {size} bytes, over the configured limit of {limit} bytes")]
+    #[error(
+        "session {session:?} event {kind:?} is {size} bytes, over the configured limit of {limit} bytes"
+    )]
     TooLarge {
         /// Session id.
         session: String,

@@ -99,6 +99,9 @@ pub struct Layout {
     pub key_order: KeyOrder,
     /// Packed-row membership.
     pub packing: Packing,
+    /// The event starts an append batch (a zstd frame in dsh's `.jsonl.zstd`, a flush of
+    /// dsh's write-behind queue). Packed rows never cross a batch start.
+    pub batch_start: bool,
 }
 
 /// One event of a session log: dsh's envelope with `data` kept as JSON text.

@@ -100,7 +100,9 @@ pub enum JsonError {
         text: String,
     },
     /// A value given as a number (not as text) is `-0`, NaN or infinite.
-    #[error("number value {value} cannot be stored losslessly as JSON (-0, NaN and Infinity are refused)")]
+    #[error(
+        "number value {value} cannot be stored losslessly as JSON (-0, NaN and Infinity are refused)"
+    )]
     NotLosslessNumber {
         /// The refused value, as Rust prints it.
         value: String,
@@ -326,7 +328,12 @@ fn expect_digit(b: &[u8], i: usize) -> Result<(), JsonError> {
 
 /// Scans a number; returns its end and, when needed or asked for, its value. Refuses text that
 /// JavaScript reads as -0 or ±Infinity.
-fn scan_number(text: &str, start: usize, want_value: bool) -> Result<(usize, f64), JsonError> {
+fn scan_number(
+    text: &str,
+    start: usize,
+    want_value: bool,
+    negative_zero: NegativeZero,
+) -> Result<(usize, f64), JsonError> {
     let b = text.as_bytes();
     let mut i = start;
     let negative = b.get(i) == Some(&b'-');
@@ -387,14 +394,14 @@ fn scan_number(text: &str, start: usize, want_value: bool) -> Result<(usize, f64
                 text: clip(slice),
             });
         }
-        if value == 0.0 && value.is_sign_negative() {
+        if value == 0.0 && value.is_sign_negative() && negative_zero == NegativeZero::Refuse {
             return Err(JsonError::NegativeZero {
                 offset: start,
                 text: clip(slice),
             });
         }
         Ok((i, value))
-    } else if negative && !nonzero {
+    } else if negative && !nonzero && negative_zero == NegativeZero::Refuse {
         Err(JsonError::NegativeZero {
             offset: start,
             text: clip(slice),
@@ -460,7 +467,12 @@ fn scan_key<'a, S: Sink<'a>>(text: &'a str, pos: usize, sink: &mut S) -> Result<
 }
 
 /// Reads one complete JSON text, reporting its structure to `sink`. Iterative.
-fn drive<'a, S: Sink<'a>>(text: &'a str, limits: &JsonLimits, sink: &mut S) -> Result<(), JsonError> {
+fn drive<'a, S: Sink<'a>>(
+    text: &'a str,
+    limits: &JsonLimits,
+    negative_zero: NegativeZero,
+    sink: &mut S,
+) -> Result<(), JsonError> {
     let b = text.as_bytes();
     if b.len() > limits.max_bytes {
         return Err(JsonError::TooLarge {
@@ -523,7 +535,7 @@ fn drive<'a, S: Sink<'a>>(text: &'a str, limits: &JsonLimits, sink: &mut S) -> R
                 sink.literal(Literal::Null);
             }
             b'-' | b'0'..=b'9' => {
-                let (end, value) = scan_number(text, pos, S::WANTS_NUMBERS)?;
+                let (end, value) = scan_number(text, pos, S::WANTS_NUMBERS, negative_zero)?;
                 sink.number(&text[pos..end], value);
                 pos = end;
             }
@@ -614,7 +626,30 @@ impl<'a> Sink<'a> for NoSink {
 /// assert!(matches!(validate("[1,]", &limits), Err(JsonError::Syntax { offset: 3, .. })));
 /// ```
 pub fn validate(text: &str, limits: &JsonLimits) -> Result<(), JsonError> {
-    drive(text, limits, &mut NoSink)
+    drive(text, limits, NegativeZero::Refuse, &mut NoSink)
+}
+
+/// Whether text that JavaScript reads as `-0` is refused ([`validate`], [`parse`]) or accepted.
+///
+/// dsh's lossless boundary refuses `-0` on append, but its loaders (`Session.fromRestore`)
+/// skip that check, so `-0` inside a stored file is loaded (and read as `0`). Importers use
+/// [`NegativeZero::Accept`] to load what dsh loads; appends use the default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum NegativeZero {
+    /// Refuse with [`JsonError::NegativeZero`] (the lossless boundary).
+    #[default]
+    Refuse,
+    /// Accept; the number's value is `-0.0`, which compares equal to and prints as `0`.
+    Accept,
+}
+
+/// [`validate`] with an explicit [`NegativeZero`] policy.
+pub fn validate_with(
+    text: &str,
+    limits: &JsonLimits,
+    negative_zero: NegativeZero,
+) -> Result<(), JsonError> {
+    drive(text, limits, negative_zero, &mut NoSink)
 }
 
 /// Like [`validate`], for bytes that must also be UTF-8.
@@ -811,7 +846,9 @@ fn decode_code_point(s: &[u8]) -> u32 {
     match s.len() {
         1 => u32::from(s[0]),
         2 => (u32::from(s[0] & 0x1F) << 6) | u32::from(s[1] & 0x3F),
-        3 => (u32::from(s[0] & 0x0F) << 12) | (u32::from(s[1] & 0x3F) << 6) | u32::from(s[2] & 0x3F),
+        3 => {
+            (u32::from(s[0] & 0x0F) << 12) | (u32::from(s[1] & 0x3F) << 6) | u32::from(s[2] & 0x3F)
+        }
         _ => {
             (u32::from(s[0] & 0x07) << 18)
                 | (u32::from(s[1] & 0x3F) << 12)
@@ -890,10 +927,14 @@ fn decode_string(raw: &str, escaped: bool) -> JsString {
             b'u' => {
                 let unit = hex4(b.get(i..).unwrap_or_default());
                 i += 4;
-                if (0xD800..0xDC00).contains(&unit) && b.get(i) == Some(&b'\\') && b.get(i + 1) == Some(&b'u') {
+                if (0xD800..0xDC00).contains(&unit)
+                    && b.get(i) == Some(&b'\\')
+                    && b.get(i + 1) == Some(&b'u')
+                {
                     let lo = hex4(b.get(i + 2..).unwrap_or_default());
                     if (0xDC00..0xE000).contains(&lo) {
-                        let cp = 0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(lo) - 0xDC00);
+                        let cp =
+                            0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(lo) - 0xDC00);
                         push_code_point(&mut buf, cp);
                         i += 6;
                         continue;
@@ -1226,7 +1267,9 @@ fn normalize_entries(mut entries: Vec<(JsString, JsonValue)>) -> Vec<(JsString, 
     let mut any_duplicate = false;
     if n <= 16 {
         for i in 1..n {
-            if let Some(j) = (0..i).find(|&j| duplicate_of[j].is_none() && entries[j].0 == entries[i].0) {
+            if let Some(j) =
+                (0..i).find(|&j| duplicate_of[j].is_none() && entries[j].0 == entries[i].0)
+            {
                 duplicate_of[i] = Some(j);
                 any_duplicate = true;
             }
@@ -1278,7 +1321,7 @@ pub enum JsonValue {
     Null,
     /// `true` / `false`
     Bool(bool),
-    /// A finite number other than `-0`.
+    /// A finite number (other than `-0`, unless parsed with [`NegativeZero::Accept`]).
     Number(JsonNumber),
     /// A string (may hold lone surrogates).
     String(JsString),
@@ -1413,7 +1456,11 @@ impl JsonValue {
     pub fn from_serde(value: &serde_json::Value) -> Result<JsonValue, JsonError> {
         enum Frame<'a> {
             Arr(std::slice::Iter<'a, serde_json::Value>, Vec<JsonValue>),
-            Obj(serde_json::map::Iter<'a>, Vec<(JsString, JsonValue)>, Option<JsString>),
+            Obj(
+                serde_json::map::Iter<'a>,
+                Vec<(JsString, JsonValue)>,
+                Option<JsString>,
+            ),
         }
         fn scalar(v: &serde_json::Value) -> Result<Option<JsonValue>, JsonError> {
             Ok(Some(match v {
@@ -1421,7 +1468,9 @@ impl JsonValue {
                 serde_json::Value::Bool(b) => JsonValue::Bool(*b),
                 serde_json::Value::Number(n) => {
                     let f = n.as_f64().unwrap_or(f64::NAN);
-                    JsonValue::number(f).ok_or_else(|| JsonError::NotLosslessNumber { value: n.to_string() })?
+                    JsonValue::number(f).ok_or_else(|| JsonError::NotLosslessNumber {
+                        value: n.to_string(),
+                    })?
                 }
                 serde_json::Value::String(s) => JsonValue::String(JsString::from(s.as_str())),
                 _ => return Ok(None),
@@ -1429,8 +1478,12 @@ impl JsonValue {
         }
         fn open(v: &serde_json::Value) -> Option<Frame<'_>> {
             match v {
-                serde_json::Value::Array(a) => Some(Frame::Arr(a.iter(), Vec::with_capacity(a.len()))),
-                serde_json::Value::Object(o) => Some(Frame::Obj(o.iter(), Vec::with_capacity(o.len()), None)),
+                serde_json::Value::Array(a) => {
+                    Some(Frame::Arr(a.iter(), Vec::with_capacity(a.len())))
+                }
+                serde_json::Value::Object(o) => {
+                    Some(Frame::Obj(o.iter(), Vec::with_capacity(o.len()), None))
+                }
                 _ => None,
             }
         }
@@ -1461,7 +1514,9 @@ impl JsonValue {
                 },
                 None => match stack.pop() {
                     Some(Frame::Arr(_, items)) => JsonValue::Array(items),
-                    Some(Frame::Obj(_, entries, _)) => JsonValue::Object(JsonObject::from_entries(entries)),
+                    Some(Frame::Obj(_, entries, _)) => {
+                        JsonValue::Object(JsonObject::from_entries(entries))
+                    }
                     None => return Ok(JsonValue::Null),
                 },
             };
@@ -1539,7 +1594,11 @@ impl Clone for JsonValue {
         fn open(v: &JsonValue) -> Option<Frame<'_>> {
             match v {
                 JsonValue::Array(a) => Some(Frame::Arr(a.iter(), Vec::with_capacity(a.len()))),
-                JsonValue::Object(o) => Some(Frame::Obj(o.entries.iter(), Vec::with_capacity(o.len()), None)),
+                JsonValue::Object(o) => Some(Frame::Obj(
+                    o.entries.iter(),
+                    Vec::with_capacity(o.len()),
+                    None,
+                )),
                 _ => None,
             }
         }
@@ -1702,11 +1761,20 @@ impl<'a> Sink<'a> for TreeSink {
 /// assert_eq!(stringify(&v), r#"{"2":4,"10":2,"b":5,"a":3}"#);
 /// ```
 pub fn parse(text: &str, limits: &JsonLimits) -> Result<JsonValue, JsonError> {
+    parse_with(text, limits, NegativeZero::Refuse)
+}
+
+/// [`parse`] with an explicit [`NegativeZero`] policy.
+pub fn parse_with(
+    text: &str,
+    limits: &JsonLimits,
+    negative_zero: NegativeZero,
+) -> Result<JsonValue, JsonError> {
     let mut sink = TreeSink {
         stack: Vec::new(),
         root: None,
     };
-    drive(text, limits, &mut sink)?;
+    drive(text, limits, negative_zero, &mut sink)?;
     Ok(sink.root.unwrap_or_default())
 }
 
@@ -1898,7 +1966,9 @@ fn members_valid(text: &str, pos: usize) -> Vec<RawMember<'_>> {
     }
     while b.get(i) == Some(&b'"') {
         let key_end = skip_string_valid(b, i);
-        let raw_key = text.get(i + 1..key_end.saturating_sub(1)).unwrap_or_default();
+        let raw_key = text
+            .get(i + 1..key_end.saturating_sub(1))
+            .unwrap_or_default();
         let colon = skip_ws(b, key_end);
         let vstart = skip_ws(b, colon + 1);
         let vend = skip_value_valid(b, vstart);
@@ -1943,8 +2013,20 @@ pub fn raw_members(text: &str) -> Result<Vec<RawMember<'_>>, JsonError> {
 }
 
 /// [`raw_members`] with explicit limits.
-pub fn raw_members_with<'a>(text: &'a str, limits: &JsonLimits) -> Result<Vec<RawMember<'a>>, JsonError> {
-    validate(text, limits)?;
+pub fn raw_members_with<'a>(
+    text: &'a str,
+    limits: &JsonLimits,
+) -> Result<Vec<RawMember<'a>>, JsonError> {
+    raw_members_with_policy(text, limits, NegativeZero::Refuse)
+}
+
+/// [`raw_members`] with explicit limits and [`NegativeZero`] policy.
+pub fn raw_members_with_policy<'a>(
+    text: &'a str,
+    limits: &JsonLimits,
+    negative_zero: NegativeZero,
+) -> Result<Vec<RawMember<'a>>, JsonError> {
+    validate_with(text, limits, negative_zero)?;
     let b = text.as_bytes();
     let start = skip_ws(b, 0);
     if b.get(start) != Some(&b'{') {
@@ -1970,14 +2052,28 @@ pub fn raw_members_with<'a>(text: &'a str, limits: &JsonLimits) -> Result<Vec<Ra
 /// assert_eq!(raw_member(data, &["missing"]).unwrap(), None);
 /// ```
 pub fn raw_member<'a>(text: &'a str, path: &[&str]) -> Result<Option<&'a str>, JsonError> {
-    validate(text, &JsonLimits::default())?;
+    raw_member_with_policy(text, path, &JsonLimits::default(), NegativeZero::Refuse)
+}
+
+/// [`raw_member`] with explicit limits and [`NegativeZero`] policy.
+pub fn raw_member_with_policy<'a>(
+    text: &'a str,
+    path: &[&str],
+    limits: &JsonLimits,
+    negative_zero: NegativeZero,
+) -> Result<Option<&'a str>, JsonError> {
+    validate_with(text, limits, negative_zero)?;
     let b = text.as_bytes();
     let mut pos = skip_ws(b, 0);
     for key in path {
         if b.get(pos) != Some(&b'{') {
             return Ok(None);
         }
-        match members_valid(text, pos).into_iter().rev().find(|m| m.key == *key) {
+        match members_valid(text, pos)
+            .into_iter()
+            .rev()
+            .find(|m| m.key == *key)
+        {
             Some(m) => pos = m.span.start,
             None => return Ok(None),
         }
@@ -2028,16 +2124,16 @@ mod tests {
 
     #[test]
     fn number_scan_checks() {
-        assert!(scan_number("-0.000", 0, false).is_err());
-        assert!(scan_number("-0.001", 0, false).is_ok());
+        assert!(scan_number("-0.000", 0, false, NegativeZero::Refuse).is_err());
+        assert!(scan_number("-0.001", 0, false, NegativeZero::Refuse).is_ok());
         let long_neg_tiny = format!("-0.{}1", "0".repeat(400));
         assert!(matches!(
-            scan_number(&long_neg_tiny, 0, false),
+            scan_number(&long_neg_tiny, 0, false, NegativeZero::Refuse),
             Err(JsonError::NegativeZero { .. })
         ));
         let long_int = "9".repeat(400);
         assert!(matches!(
-            scan_number(&long_int, 0, false),
+            scan_number(&long_int, 0, false, NegativeZero::Refuse),
             Err(JsonError::NonFinite { .. })
         ));
         assert!(validate(&format!("0.{}1", "0".repeat(400)), &lim()).is_ok());

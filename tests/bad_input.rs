@@ -14,7 +14,10 @@ fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
         .unwrap()
         .map(|e| {
             let e = e.unwrap();
-            (e.file_name().into_string().unwrap(), std::fs::read(e.path()).unwrap())
+            (
+                e.file_name().into_string().unwrap(),
+                std::fs::read(e.path()).unwrap(),
+            )
         })
         .collect();
     out.sort();
@@ -38,7 +41,9 @@ fn malformed_events_get_typed_errors_and_change_nothing() {
     };
     let store = Store::open(dir.path(), cfg.clone()).unwrap();
     store.create_session(SessionHeader::new("s", 1)).unwrap();
-    store.append("s", ev("turn/start", 0, r#"{"turn":1}"#)).unwrap();
+    store
+        .append("s", ev("turn/start", 0, r#"{"turn":1}"#))
+        .unwrap();
     let before = snapshot(dir.path());
 
     type Check = fn(&AppendError) -> bool;
@@ -55,12 +60,16 @@ fn malformed_events_get_typed_errors_and_change_nothing() {
         ("empty data", ev("turn/start", 1, ""), |e| {
             matches!(e, AppendError::BadData { .. })
         }),
-        ("negative zero", ev("turn/start", 1, r#"{"turn":-0}"#), |e| {
-            matches!(e, AppendError::BadData { .. })
-        }),
-        ("negative zero float", ev("turn/start", 1, r#"[-0.0]"#), |e| {
-            matches!(e, AppendError::BadData { .. })
-        }),
+        (
+            "negative zero",
+            ev("turn/start", 1, r#"{"turn":-0}"#),
+            |e| matches!(e, AppendError::BadData { .. }),
+        ),
+        (
+            "negative zero float",
+            ev("turn/start", 1, r#"[-0.0]"#),
+            |e| matches!(e, AppendError::BadData { .. }),
+        ),
         (
             "negative zero exponent",
             ev("turn/start", 1, r#"{"a":{"b":-0e3}}"#),
@@ -100,34 +109,36 @@ fn malformed_events_get_typed_errors_and_change_nothing() {
         (
             "surfaceOp on a log-only type",
             ev("turn/start", 1, "{}").with_surface_op(SurfaceOp::Append),
-            |e| matches!(e, AppendError::Envelope { .. }),
+            |e| matches!(e, AppendError::Semantics { .. }),
         ),
-        ("surface type without surfaceOp", ev("user/message", 1, user), |e| {
-            matches!(e, AppendError::Envelope { .. })
-        }),
+        (
+            "surface type without surfaceOp",
+            ev("user/message", 1, user),
+            |e| matches!(e, AppendError::Semantics { .. }),
+        ),
         (
             "sourceEventSeqs on a log-only type",
             ev("turn/start", 1, "{}").with_sources(vec![0]),
-            |e| matches!(e, AppendError::Envelope { .. }),
+            |e| matches!(e, AppendError::Semantics { .. }),
         ),
         (
             "sourceEventSeqs pointing forward",
             ev("user/message", 1, user)
                 .with_surface_op(SurfaceOp::Append)
                 .with_sources(vec![1]),
-            |e| matches!(e, AppendError::Envelope { .. }),
+            |e| matches!(e, AppendError::Semantics { .. }),
         ),
         (
             "duplicate sourceEventSeqs",
             ev("user/message", 1, user)
                 .with_surface_op(SurfaceOp::Append)
                 .with_sources(vec![0, 0]),
-            |e| matches!(e, AppendError::Envelope { .. }),
+            |e| matches!(e, AppendError::Semantics { .. }),
         ),
         (
             "retired request/header-delta",
             ev("request/header-delta", 1, "{}"),
-            |e| matches!(e, AppendError::Envelope { .. }),
+            |e| matches!(e, AppendError::Semantics { .. }),
         ),
         (
             "time beyond a safe integer",
@@ -158,14 +169,23 @@ fn malformed_events_get_typed_errors_and_change_nothing() {
         store.create_session(relative),
         Err(AppendError::InvalidHeader { .. })
     ));
-    assert_eq!(snapshot(dir.path()), before, "refused sessions changed the log");
+    assert_eq!(
+        snapshot(dir.path()),
+        before,
+        "refused sessions changed the log"
+    );
 
     // What dsh accepts is accepted: lone surrogate escapes, negative and non-monotonic time.
-    store.append("s", ev("x/y", 1, r#"{"t":"\ud800 and \udfff"}"#)).unwrap();
+    store
+        .append("s", ev("x/y", 1, r#"{"t":"\ud800 and \udfff"}"#))
+        .unwrap();
     store.append("s", Event::new("x/y", 2, -5, "null")).unwrap();
     drop(store);
     let store = Store::open(dir.path(), cfg).unwrap();
     assert_eq!(store.len("s"), Some(3));
-    assert_eq!(store.get("s", 1).unwrap().unwrap().data, r#"{"t":"\ud800 and \udfff"}"#);
+    assert_eq!(
+        store.get("s", 1).unwrap().unwrap().data,
+        r#"{"t":"\ud800 and \udfff"}"#
+    );
     assert_eq!(store.get("s", 2).unwrap().unwrap().time, -5);
 }

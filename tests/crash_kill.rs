@@ -9,6 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use sessionlog::session::InvariantMode;
 use sessionlog::store::{Config, Store};
 use sessionlog::workload::synthetic_event;
 
@@ -49,7 +50,10 @@ fn killed_writers_lose_nothing_acknowledged() {
             let mut acks = Vec::new();
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                let mut parts = line.split_whitespace().skip(1).map(|p| p.parse::<u64>().unwrap());
+                let mut parts = line
+                    .split_whitespace()
+                    .skip(1)
+                    .map(|p| p.parse::<u64>().unwrap());
                 acks.push((parts.next().unwrap(), parts.next().unwrap()));
             }
             acks
@@ -71,7 +75,12 @@ fn killed_writers_lose_nothing_acknowledged() {
             *e = (*e).max(seq + 1);
         }
 
-        let store = Store::open(dir.path(), Config::default()).unwrap();
+        // Open as the writer does (its synthetic workload runs with invariants off).
+        let config = Config {
+            invariants: InvariantMode::Off,
+            ..Config::default()
+        };
+        let store = Store::open(dir.path(), config).unwrap();
         tails_scanned += store.recovery_report().frames_scanned;
         for (&t, &count) in &acked {
             let id = format!("w{t}");
@@ -82,13 +91,20 @@ fn killed_writers_lose_nothing_acknowledged() {
             );
             // Every event present is whole and exactly what was appended, with contiguous seqs.
             for (i, e) in store.events(&id, 0..len).unwrap().enumerate() {
-                assert_eq!(e.unwrap(), synthetic_event(i as u64, t), "round {round}: {id} seq {i}");
+                assert_eq!(
+                    e.unwrap(),
+                    synthetic_event(i as u64, t),
+                    "round {round}: {id} seq {i}"
+                );
             }
         }
         assert!(store.verify().unwrap().is_clean(), "round {round}");
         drop(store);
     }
-    assert!(acked.values().sum::<u64>() > 0, "the writers acknowledged nothing");
+    assert!(
+        acked.values().sum::<u64>() > 0,
+        "the writers acknowledged nothing"
+    );
     eprintln!(
         "{rounds} kill rounds, {} acknowledged appends, {tails_scanned} tail frames recovered",
         acked.values().sum::<u64>()

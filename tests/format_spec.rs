@@ -7,7 +7,10 @@ use sessionlog::log::record::Record;
 /// Parses the hexdump block of format-spec.md §4.1 (the first ``` block after its heading).
 fn spec_example() -> Vec<u8> {
     let spec = include_str!("../format-spec.md");
-    let section = spec.split("### 4.1 Worked example").nth(1).expect("section 4.1");
+    let section = spec
+        .split("### 4.1 Worked example")
+        .nth(1)
+        .expect("section 4.1");
     let block = section.split("```").nth(1).expect("hexdump block");
     block
         .lines()
@@ -23,12 +26,12 @@ fn spec_example() -> Vec<u8> {
 #[test]
 fn the_spec_example_frame_decodes_to_the_documented_event() {
     let bytes = spec_example();
-    assert_eq!(bytes.len(), 52);
+    assert_eq!(bytes.len(), 53);
     let (header, payload) = frame::decode(&bytes, &FrameLimits::default()).unwrap();
-    assert_eq!(header.stored_len, 36);
-    assert_eq!(header.raw_len, 36);
+    assert_eq!(header.stored_len, 37);
+    assert_eq!(header.raw_len, 37);
     assert_eq!(header.flags, 0);
-    assert_eq!(header.crc, 0x4a24_ecc7);
+    assert_eq!(header.crc, 0x3f5f_0cd3);
     let records = Record::decode_all(&payload).unwrap();
     assert_eq!(records.len(), 1);
     let (offset, record) = &records[0];
@@ -38,7 +41,10 @@ fn the_spec_example_frame_decodes_to_the_documented_event() {
     };
     assert_eq!(session, 1);
     let event = Event::from(event);
-    assert_eq!(event, Event::new("turn/start", 0, 1_767_225_600_000, r#"{"turn":1}"#));
+    assert_eq!(
+        event,
+        Event::new("turn/start", 0, 1_767_225_600_000, r#"{"turn":1}"#)
+    );
     assert_eq!(event.layout.key_order, KeyOrder::Canonical);
     assert_eq!(event.layout.packing, Packing::Auto);
     // And the encoder produces exactly the documented bytes.
@@ -50,17 +56,24 @@ fn the_spec_example_frame_decodes_to_the_documented_event() {
 #[test]
 fn the_spec_example_is_what_the_store_writes() {
     let dir = tempfile::tempdir().unwrap();
-    let store = sessionlog::store::Store::open(dir.path(), sessionlog::store::Config::default()).unwrap();
+    let store =
+        sessionlog::store::Store::open(dir.path(), sessionlog::store::Config::default()).unwrap();
     store
         .create_session(sessionlog::event::SessionHeader::new("s1", 1))
         .unwrap();
     store
-        .append("s1", Event::new("turn/start", 0, 1_767_225_600_000, r#"{"turn":1}"#))
+        .append(
+            "s1",
+            Event::new("turn/start", 0, 1_767_225_600_000, r#"{"turn":1}"#),
+        )
         .unwrap();
     drop(store);
     let seg = std::fs::read(dir.path().join("segments/00000000000000000001.seg")).unwrap();
     assert_eq!(&seg[0..8], b"SLOGSEG\0");
     assert_eq!(&seg[8..12], &1u32.to_le_bytes());
     let example = spec_example();
-    assert!(seg.ends_with(&example), "the last frame on disk is the spec example");
+    assert!(
+        seg.ends_with(&example),
+        "the last frame on disk is the spec example"
+    );
 }

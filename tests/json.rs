@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 use sessionlog::json::{
-    JsString, JsonError, JsonLimits, JsonObject, JsonValue, js_number_to_string, parse, raw_member, raw_members,
-    stringify, validate, write_js_string,
+    JsString, JsonError, JsonLimits, JsonObject, JsonValue, js_number_to_string, parse, raw_member,
+    raw_members, stringify, validate, write_js_string,
 };
 
 fn lim() -> JsonLimits {
@@ -30,7 +30,10 @@ fn negative_zero_forms_are_refused() {
         r#"{"a":-0.0}"#,
     ] {
         let err = validate(text, &lim()).unwrap_err();
-        assert!(matches!(err, JsonError::NegativeZero { .. }), "{text}: {err}");
+        assert!(
+            matches!(err, JsonError::NegativeZero { .. }),
+            "{text}: {err}"
+        );
         assert!(
             matches!(parse(text, &lim()), Err(JsonError::NegativeZero { .. })),
             "{text}"
@@ -41,6 +44,13 @@ fn negative_zero_forms_are_refused() {
         validate(text, &lim()).unwrap();
     }
     assert_eq!(round("1e-400"), "0");
+    // What dsh's loaders accept: -0 read as 0.
+    use sessionlog::json::{NegativeZero, parse_with, validate_with};
+    validate_with("[-0,-0.0e3]", &lim(), NegativeZero::Accept).unwrap();
+    let v = parse_with(r#"{"a":-0}"#, &lim(), NegativeZero::Accept).unwrap();
+    assert_eq!(v.get("a").unwrap().as_u64(), Some(0));
+    assert_eq!(v.get("a").unwrap().as_number().unwrap().text(), "-0");
+    assert_eq!(stringify(&v), r#"{"a":0}"#);
 }
 
 #[test]
@@ -81,8 +91,14 @@ fn syntax_errors_name_the_offset() {
         validate("1 2", &lim()),
         Err(JsonError::TrailingCharacters { offset: 2 })
     ));
-    assert!(matches!(validate("", &lim()), Err(JsonError::UnexpectedEnd { .. })));
-    assert!(matches!(validate("  \n", &lim()), Err(JsonError::UnexpectedEnd { .. })));
+    assert!(matches!(
+        validate("", &lim()),
+        Err(JsonError::UnexpectedEnd { .. })
+    ));
+    assert!(matches!(
+        validate("  \n", &lim()),
+        Err(JsonError::UnexpectedEnd { .. })
+    ));
     assert!(matches!(
         validate("\"a\u{1}b\"", &lim()),
         Err(JsonError::ControlCharacter { offset: 2, code: 1 })
@@ -125,7 +141,10 @@ fn lone_surrogates_are_accepted_and_round_trip() {
     // Uppercase escapes print lowercase; a valid pair becomes the raw character.
     assert_eq!(round(r#""\uD800""#), r#""\ud800""#);
     assert_eq!(round(r#""\ud83d\ude00""#), "\"😀\"");
-    assert_eq!(parse(r#""\ud83d\ude00""#, &lim()).unwrap().as_str(), Some("😀"));
+    assert_eq!(
+        parse(r#""\ud83d\ude00""#, &lim()).unwrap().as_str(),
+        Some("😀")
+    );
 }
 
 #[test]
@@ -198,7 +217,10 @@ fn numbers_print_as_ecmascript() {
 #[test]
 fn strings_escape_as_json_stringify() {
     let mut out = String::new();
-    write_js_string(&mut out, "q\"b\\\u{8}\u{c}\n\r\t\u{0}\u{1f}\u{7f}/\u{2028}\u{2029}é😀");
+    write_js_string(
+        &mut out,
+        "q\"b\\\u{8}\u{c}\n\r\t\u{0}\u{1f}\u{7f}/\u{2028}\u{2029}é😀",
+    );
     assert_eq!(
         out,
         "\"q\\\"b\\\\\\b\\f\\n\\r\\t\\u0000\\u001f\u{7f}/\u{2028}\u{2029}é😀\""
@@ -217,7 +239,11 @@ fn accessors() {
     assert_eq!(v.get("n").unwrap().as_u64(), Some(3));
     assert_eq!(v.get("neg").unwrap().as_i64(), Some(-4));
     assert_eq!(v.get("neg").unwrap().as_u64(), None);
-    assert_eq!(v.get("big").unwrap().as_i64(), None, "2^53 is not a safe integer");
+    assert_eq!(
+        v.get("big").unwrap().as_i64(),
+        None,
+        "2^53 is not a safe integer"
+    );
     assert_eq!(v.get("f").unwrap().as_i64(), None);
     assert_eq!(v.get("f").unwrap().as_f64(), Some(1.5));
     assert_eq!(v.get("s").unwrap().as_str(), Some("x"));
@@ -248,7 +274,10 @@ fn depth_limit_is_enforced() {
         Err(JsonError::TooDeep { max_depth: 3, .. })
     ));
     let deep = "[".repeat(10_001) + &"]".repeat(10_001);
-    assert!(matches!(validate(&deep, &lim()), Err(JsonError::TooDeep { .. })));
+    assert!(matches!(
+        validate(&deep, &lim()),
+        Err(JsonError::TooDeep { .. })
+    ));
 }
 
 #[test]
@@ -260,7 +289,10 @@ fn size_limit_is_enforced() {
     validate("1234", &tiny).unwrap();
     assert!(matches!(
         validate("12345", &tiny),
-        Err(JsonError::TooLarge { len: 5, max_bytes: 4 })
+        Err(JsonError::TooLarge {
+            len: 5,
+            max_bytes: 4
+        })
     ));
 }
 
@@ -311,11 +343,17 @@ fn raw_members_give_exact_source_text() {
     assert_eq!(m[2].raw_key, r"d\u0061ta2");
     assert_eq!(m[2].value, r#""\ud800""#);
     // The last duplicate wins, as in JSON.parse.
-    assert_eq!(raw_member(text, &["data"]).unwrap(), Some(r#"{"last":-1e3}"#));
+    assert_eq!(
+        raw_member(text, &["data"]).unwrap(),
+        Some(r#"{"last":-1e3}"#)
+    );
     assert_eq!(raw_member(text, &["data", "last"]).unwrap(), Some("-1e3"));
     assert_eq!(raw_member(text, &["data2"]).unwrap(), Some(r#""\ud800""#));
     assert_eq!(raw_member(text, &["type", "x"]).unwrap(), None);
-    assert_eq!(raw_member(text, &[]).unwrap(), Some(&text[1..text.len() - 1]));
+    assert_eq!(
+        raw_member(text, &[]).unwrap(),
+        Some(&text[1..text.len() - 1])
+    );
     assert!(matches!(
         raw_members("[1]"),
         Err(JsonError::NotAnObject { found: "array" })
@@ -329,7 +367,8 @@ fn raw_members_give_exact_source_text() {
 
 #[test]
 fn serde_values_stringify_as_javascript() {
-    let v: serde_json::Value = serde_json::from_str(r#"{"b":1.0,"10":[1e21,0.1],"a":"\u2028"}"#).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(r#"{"b":1.0,"10":[1e21,0.1],"a":"\u2028"}"#).unwrap();
     // serde_json's map is sorted by key; JavaScript then hoists index keys.
     assert_eq!(
         sessionlog::json::stringify_serde(&v).unwrap(),
@@ -357,7 +396,8 @@ fn object_building_api() {
 
 fn arb_string() -> impl Strategy<Value = JsString> {
     prop_oneof![
-        "[a-z0-9 \"\\\\/\u{0}-\u{1f}\u{7f}\u{2028}é😀]{0,8}".prop_map(|s| JsString::from(s.as_str())),
+        "[a-z0-9 \"\\\\/\u{0}-\u{1f}\u{7f}\u{2028}é😀]{0,8}"
+            .prop_map(|s| JsString::from(s.as_str())),
         proptest::collection::vec(any::<u16>(), 0..6).prop_map(|u| JsString::from_utf16(&u)),
         (0u32..20).prop_map(|n| JsString::from(n.to_string())),
     ]
@@ -381,7 +421,7 @@ fn arb_value() -> impl Strategy<Value = JsonValue> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
     #[test]
     fn stringify_parse_is_a_fixed_point(v in arb_value()) {
         let text = stringify(&v);
@@ -439,7 +479,11 @@ fn every_fixture_line_validates_and_round_trips_byte_for_byte() {
             }
             let again = round(line);
             if again != line {
-                let at = again.bytes().zip(line.bytes()).take_while(|(a, b)| a == b).count();
+                let at = again
+                    .bytes()
+                    .zip(line.bytes())
+                    .take_while(|(a, b)| a == b)
+                    .count();
                 failures.push(format!(
                     "{name}:{}: stringify(parse(line)) differs at byte {at}: {:?} vs {:?}",
                     i + 1,
@@ -452,17 +496,27 @@ fn every_fixture_line_validates_and_round_trips_byte_for_byte() {
     // One replay fixture's header was written by hand (Python-style `", "` and `": "`
     // separators), not by JSON.stringify; dsh refuses that file anyway (projected form).
     let hand_written = "examples-headless-agent-tests-subagent-inheritance-snapshots-parent-override-child.replay.jsonl:1: stringify(parse(line)) differs at byte 8";
-    let unexpected: Vec<_> = failures.iter().filter(|f| !f.starts_with(hand_written)).collect();
+    let unexpected: Vec<_> = failures
+        .iter()
+        .filter(|f| !f.starts_with(hand_written))
+        .collect();
     assert!(
         unexpected.is_empty(),
         "{} failures:\n{}",
         unexpected.len(),
-        unexpected.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n")
+        unexpected
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     assert_eq!(
         failures.len(),
         1,
         "the hand-written header line should be the only exception"
     );
-    assert!(lines > 3000 && datas > 3000, "lines {lines}, data values {datas}");
+    assert!(
+        lines > 3000 && datas > 3000,
+        "lines {lines}, data values {datas}"
+    );
 }

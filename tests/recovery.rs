@@ -29,7 +29,11 @@ fn build(dir: &Path, n: u64) -> Vec<(String, u64, Location)> {
     let mut locs = Vec::new();
     for seq in 0..n {
         for (number, id) in [(1, "a"), (2, "b")] {
-            locs.push((id.to_owned(), seq, index.location(number, seq).unwrap().unwrap()));
+            locs.push((
+                id.to_owned(),
+                seq,
+                index.location(number, seq).unwrap().unwrap(),
+            ));
         }
     }
     locs.sort_by_key(|(_, _, l)| (l.segment, l.frame_offset));
@@ -40,9 +44,22 @@ fn build(dir: &Path, n: u64) -> Vec<(String, u64, Location)> {
 fn small_event(seq: u64, salt: u64) -> sessionlog::event::Event {
     let mut e = synthetic_event(seq, salt);
     if e.data.len() > 120 {
-        e = sessionlog::event::Event::new("assistant/chunk", seq, e.time, format!(r#"{{"n":{seq},"s":{salt}}}"#));
+        e = sessionlog::event::Event::new(
+            "assistant/chunk",
+            seq,
+            e.time,
+            format!(r#"{{"n":{seq},"s":{salt}}}"#),
+        );
     }
     e
+}
+
+fn copy_segments(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to.join("segments")).unwrap();
+    for entry in std::fs::read_dir(from.join("segments")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join("segments").join(entry.file_name())).unwrap();
+    }
 }
 
 fn copy_store(from: &Path, to: &Path) {
@@ -145,12 +162,15 @@ fn a_flipped_bit_in_a_non_final_frame_is_corruption_at_its_offset() {
     let base = tempfile::tempdir().unwrap();
     let locs = build(base.path(), 4);
     // Frame of event a/1 (a middle frame): try every bit.
-    let (_, _, victim) = locs.iter().find(|(id, seq, _)| id == "a" && *seq == 1).unwrap().clone();
+    let (_, _, victim) = locs
+        .iter()
+        .find(|(id, seq, _)| id == "a" && *seq == 1)
+        .unwrap()
+        .clone();
     let pristine = std::fs::read(base.path().join(SEG)).unwrap();
     for bit in 0..(u64::from(victim.frame_len) * 8) {
         let dir = tempfile::tempdir().unwrap();
-        copy_store(base.path(), dir.path());
-        std::fs::remove_file(dir.path().join("index.redb")).unwrap();
+        copy_segments(base.path(), dir.path());
         let mut bytes = pristine.clone();
         let byte = (victim.frame_offset + bit / 8) as usize;
         bytes[byte] ^= 1 << (bit % 8);
@@ -178,7 +198,11 @@ fn a_flipped_bit_in_a_non_final_frame_is_corruption_at_its_offset() {
 fn corruption_behind_the_watermark_is_reported_on_read_and_by_verify() {
     let dir = tempfile::tempdir().unwrap();
     let locs = build(dir.path(), 4);
-    let (_, _, victim) = locs.iter().find(|(id, seq, _)| id == "b" && *seq == 2).unwrap().clone();
+    let (_, _, victim) = locs
+        .iter()
+        .find(|(id, seq, _)| id == "b" && *seq == 2)
+        .unwrap()
+        .clone();
     let mut bytes = std::fs::read(dir.path().join(SEG)).unwrap();
     bytes[(victim.frame_offset + 20) as usize] ^= 0x10;
     std::fs::write(dir.path().join(SEG), &bytes).unwrap();
@@ -198,7 +222,11 @@ fn corruption_behind_the_watermark_is_reported_on_read_and_by_verify() {
 fn salvage_mode_skips_the_bad_frame_and_reports_what_it_lost() {
     let dir = tempfile::tempdir().unwrap();
     let locs = build(dir.path(), 5);
-    let (_, _, victim) = locs.iter().find(|(id, seq, _)| id == "a" && *seq == 2).unwrap().clone();
+    let (_, _, victim) = locs
+        .iter()
+        .find(|(id, seq, _)| id == "a" && *seq == 2)
+        .unwrap()
+        .clone();
     std::fs::remove_file(dir.path().join("index.redb")).unwrap();
     let mut bytes = std::fs::read(dir.path().join(SEG)).unwrap();
     bytes[(victim.frame_offset + 17) as usize] ^= 0x01;
@@ -261,5 +289,8 @@ fn a_missing_middle_segment_is_refused() {
     }
     std::fs::remove_file(dir.path().join("segments/00000000000000000002.seg")).unwrap();
     let err = Store::open(dir.path(), config(Durability::Sync)).unwrap_err();
-    assert!(matches!(err, OpenError::MissingSegment { missing: 2, .. }), "{err}");
+    assert!(
+        matches!(err, OpenError::MissingSegment { missing: 2, .. }),
+        "{err}"
+    );
 }

@@ -25,14 +25,22 @@ fn append_read_reopen_every_durability_mode() {
             let store = Store::open(dir.path(), config(durability)).unwrap();
             let written = fill(&store, 3, 120);
             for (id, events) in &written {
-                assert_eq!(&read_all(&store, id), events, "before reopen, {durability:?}");
+                assert_eq!(
+                    &read_all(&store, id),
+                    events,
+                    "before reopen, {durability:?}"
+                );
             }
             store.close().unwrap();
             written
         };
         let store = Store::open(dir.path(), config(durability)).unwrap();
         for (id, events) in &written {
-            assert_eq!(&read_all(&store, id), events, "after reopen, {durability:?}");
+            assert_eq!(
+                &read_all(&store, id),
+                events,
+                "after reopen, {durability:?}"
+            );
             assert_eq!(store.get(id, 5).unwrap().as_ref(), Some(&events[5]));
             assert_eq!(store.get(id, 10_000).unwrap(), None);
         }
@@ -85,14 +93,18 @@ fn concurrent_appenders_share_syncs_and_keep_per_session_order() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(dir.path(), config(Durability::Sync)).unwrap());
     for t in 0..8 {
-        store.create_session(SessionHeader::new(format!("t{t}"), 1)).unwrap();
+        store
+            .create_session(SessionHeader::new(format!("t{t}"), 1))
+            .unwrap();
     }
     let handles: Vec<_> = (0..8)
         .map(|t| {
             let store = store.clone();
             std::thread::spawn(move || {
                 for seq in 0..100 {
-                    let r = store.append(&format!("t{t}"), synthetic_event(seq, t)).unwrap();
+                    let r = store
+                        .append(&format!("t{t}"), synthetic_event(seq, t))
+                        .unwrap();
                     assert!(r.durable);
                     assert_eq!(r.seq, seq);
                 }
@@ -219,7 +231,11 @@ fn abandoned_buffered_appends_leave_a_prefix() {
     }
     store.abandon();
     let store = Store::open(dir.path(), config(Durability::Buffered)).unwrap();
-    assert_eq!(store.len("a"), Some(20), "flushed events survive, staged ones are gone");
+    assert_eq!(
+        store.len("a"),
+        Some(20),
+        "flushed events survive, staged ones are gone"
+    );
 }
 
 #[test]
@@ -241,7 +257,10 @@ fn an_index_ahead_of_the_log_is_rolled_back() {
     let store = Store::open(dir.path(), config(Durability::Sync)).unwrap();
     let report = store.recovery_report();
     assert!(report.index_rebuilt, "{report:?}");
-    assert!(report.truncated.is_some(), "the torn frame is cut: {report:?}");
+    assert!(
+        report.truncated.is_some(),
+        "the torn frame is cut: {report:?}"
+    );
     let total = store.len("s0").unwrap() + store.len("s1").unwrap();
     assert_eq!(total, 99, "exactly the last (one-event) frame is gone");
     assert!(store.verify().unwrap().is_clean());
@@ -251,14 +270,14 @@ fn an_index_ahead_of_the_log_is_rolled_back() {
 fn second_writer_is_locked_out_readers_share() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let store = Store::open(dir.path(), Config::default()).unwrap();
+        let store = Store::open(dir.path(), config(Durability::Sync)).unwrap();
         fill(&store, 1, 3);
     }
     let r1 = Store::open(
         dir.path(),
         Config {
             read_only: true,
-            ..Config::default()
+            ..config(Durability::Sync)
         },
     )
     .unwrap();
@@ -266,7 +285,7 @@ fn second_writer_is_locked_out_readers_share() {
         dir.path(),
         Config {
             read_only: true,
-            ..Config::default()
+            ..config(Durability::Sync)
         },
     )
     .unwrap();
@@ -278,7 +297,7 @@ fn second_writer_is_locked_out_readers_share() {
     drop((r1, r2));
 
     // A second writer in another process is refused, naming the holder.
-    let _w = Store::open(dir.path(), Config::default()).unwrap();
+    let _w = Store::open(dir.path(), config(Durability::Sync)).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_sessionlog"))
         .args(["--store", dir.path().to_str().unwrap(), "verify"])
         .output()
@@ -296,7 +315,7 @@ fn second_writer_is_locked_out_readers_share() {
 fn unsupported_format_version_is_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let store = Store::open(dir.path(), Config::default()).unwrap();
+        let store = Store::open(dir.path(), config(Durability::Sync)).unwrap();
         fill(&store, 1, 3);
     }
     let seg = dir.path().join("segments/00000000000000000001.seg");
@@ -305,7 +324,7 @@ fn unsupported_format_version_is_refused_clearly() {
     let crc = crc32fast::hash(&bytes[0..28]);
     bytes[28..32].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&seg, &bytes).unwrap();
-    let err = Store::open(dir.path(), Config::default()).unwrap_err();
+    let err = Store::open(dir.path(), config(Durability::Sync)).unwrap_err();
     assert!(
         matches!(
             err,
@@ -323,12 +342,14 @@ fn unsupported_format_version_is_refused_clearly() {
 #[test]
 fn batch_append_is_atomic() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), Config::default()).unwrap();
+    let store = Store::open(dir.path(), config(Durability::Sync)).unwrap();
     store.create_session(SessionHeader::new("a", 1)).unwrap();
     let good = synthetic_event(0, 0);
     let bad = Event::new("turn/start", 1, 0, "{not json");
     assert!(store.append_batch("a", vec![good.clone(), bad]).is_err());
     assert_eq!(store.len("a"), Some(0));
-    store.append_batch("a", vec![good, synthetic_event(1, 0)]).unwrap();
+    store
+        .append_batch("a", vec![good, synthetic_event(1, 0)])
+        .unwrap();
     assert_eq!(store.len("a"), Some(2));
 }

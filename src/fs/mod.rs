@@ -94,7 +94,9 @@ impl FileSystem for StdFileSystem {
             OpenMode::ReadWrite => opts.read(true).write(true),
             OpenMode::CreateNew => opts.read(true).write(true).create_new(true),
         };
-        Ok(Arc::new(StdFile { file: opts.open(path)? }))
+        Ok(Arc::new(StdFile {
+            file: opts.open(path)?,
+        }))
     }
 
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {

@@ -55,8 +55,12 @@ impl FrameHeader {
     }
 
     /// Parses and range-checks a header (the CRC is checked with the payload).
-    pub fn parse(bytes: &[u8; FRAME_HEADER_LEN], limits: &FrameLimits) -> Result<Self, DecodeError> {
-        let u32_at = |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+    pub fn parse(
+        bytes: &[u8; FRAME_HEADER_LEN],
+        limits: &FrameLimits,
+    ) -> Result<Self, DecodeError> {
+        let u32_at =
+            |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
         let header = FrameHeader {
             stored_len: u32_at(0),
             crc: u32_at(4),
@@ -126,14 +130,13 @@ pub fn encode(raw: &[u8], compress_threshold: usize, zstd_level: i32) -> Vec<u8>
 /// Checks a whole frame (`bytes` starts at the header and holds at least the full frame) and
 /// returns its decompressed payload.
 pub fn decode(bytes: &[u8], limits: &FrameLimits) -> Result<(FrameHeader, Vec<u8>), DecodeError> {
-    let header_bytes: &[u8; FRAME_HEADER_LEN] =
-        bytes
-            .get(..FRAME_HEADER_LEN)
-            .and_then(|b| b.try_into().ok())
-            .ok_or(DecodeError::Truncated {
-                needed: FRAME_HEADER_LEN as u64,
-                available: bytes.len() as u64,
-            })?;
+    let header_bytes: &[u8; FRAME_HEADER_LEN] = bytes
+        .get(..FRAME_HEADER_LEN)
+        .and_then(|b| b.try_into().ok())
+        .ok_or(DecodeError::Truncated {
+            needed: FRAME_HEADER_LEN as u64,
+            available: bytes.len() as u64,
+        })?;
     let header = FrameHeader::parse(header_bytes, limits)?;
     let end = FRAME_HEADER_LEN + header.stored_len as usize;
     let frame = bytes.get(..end).ok_or(DecodeError::Truncated {
@@ -158,8 +161,8 @@ pub fn decode_payload(header: &FrameHeader, covered: &[u8]) -> Result<Vec<u8>, D
     if header.flags & FLAG_ZSTD == 0 {
         return Ok(stored.to_vec());
     }
-    let raw =
-        zstd::bulk::decompress(stored, header.raw_len as usize).map_err(|e| DecodeError::Compression(e.to_string()))?;
+    let raw = zstd::bulk::decompress(stored, header.raw_len as usize)
+        .map_err(|e| DecodeError::Compression(e.to_string()))?;
     if raw.len() != header.raw_len as usize {
         return Err(DecodeError::Compression(format!(
             "decompressed {} bytes, header declares {}",
@@ -197,15 +200,23 @@ mod tests {
         for bit in 0..f.len() * 8 {
             let mut g = f.clone();
             g[bit / 8] ^= 1 << (bit % 8);
-            assert!(decode(&g, &limits).is_err(), "flip of bit {bit} not detected");
+            assert!(
+                decode(&g, &limits).is_err(),
+                "flip of bit {bit} not detected"
+            );
         }
     }
 
     #[test]
     fn oversized_lengths_are_refused_before_allocation() {
-        let limits = FrameLimits { max_frame_bytes: 1024 };
+        let limits = FrameLimits {
+            max_frame_bytes: 1024,
+        };
         let mut f = encode(b"x", 4096, 3);
         f[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(matches!(decode(&f, &limits), Err(DecodeError::Length { .. })));
+        assert!(matches!(
+            decode(&f, &limits),
+            Err(DecodeError::Length { .. })
+        ));
     }
 }

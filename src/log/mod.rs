@@ -24,6 +24,7 @@ pub struct Segments {
     dir: PathBuf,
     writable: bool,
     handles: Mutex<BTreeMap<u64, Arc<dyn StorageFile>>>,
+    frames_read: std::sync::atomic::AtomicU64,
 }
 
 impl Segments {
@@ -37,6 +38,7 @@ impl Segments {
             dir,
             writable,
             handles: Mutex::new(BTreeMap::new()),
+            frames_read: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -97,9 +99,17 @@ impl Segments {
 
     /// Removes segment `number` and syncs the directory.
     pub fn remove(&self, number: u64) -> io::Result<()> {
-        self.handles.lock().unwrap_or_else(|p| p.into_inner()).remove(&number);
+        self.handles
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&number);
         self.fs.remove_file(&self.path(number))?;
         self.fs.sync_dir(&self.dir)
+    }
+
+    /// Frames read by [`Segments::read_frame`] so far.
+    pub fn frames_read(&self) -> u64 {
+        self.frames_read.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Reads and checks the frame at `position` whose on-disk length is `frame_len`, returning
@@ -119,7 +129,10 @@ impl Segments {
             detail: e.to_string(),
         };
         if (frame_len as usize) < FRAME_HEADER_LEN
-            || frame_len > limits.max_frame_bytes.saturating_add(FRAME_HEADER_LEN as u32)
+            || frame_len
+                > limits
+                    .max_frame_bytes
+                    .saturating_add(FRAME_HEADER_LEN as u32)
         {
             return Err(corrupt(DecodeError::Length {
                 length: u64::from(frame_len),
@@ -127,6 +140,8 @@ impl Segments {
             }));
         }
         let file = self.file(position.segment).map_err(io_err)?;
+        self.frames_read
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut buf = vec![0u8; frame_len as usize];
         file.read_exact_at(&mut buf, position.offset).map_err(|e| {
             if e.kind() == io::ErrorKind::UnexpectedEof {
@@ -145,7 +160,10 @@ impl Segments {
         if header.frame_len() != u64::from(frame_len) {
             return Err(corrupt(DecodeError::Field {
                 field: "stored_len",
-                detail: format!("frame is {} bytes, the index says {frame_len}", header.frame_len()),
+                detail: format!(
+                    "frame is {} bytes, the index says {frame_len}",
+                    header.frame_len()
+                ),
             }));
         }
         frame::decode_payload(&header, &buf[8..]).map_err(corrupt)

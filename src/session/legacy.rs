@@ -1,0 +1,484 @@
+//! Read-side conversion of older record shapes (persistence §1.6), exactly as dsh's
+//! stored-event normalisation does it.
+//!
+//! The stored bytes are never rewritten: conversion produces a *view* of the changed events
+//! ([`LegacyView`]), which is what the surface, the derived messages and the other rules
+//! read. Unchanged events are not copied.
+
+use super::EventLookup;
+use super::error::{LookupError, ShapeError, Subject};
+use super::jv::{Doc, N, ObjWriter, json_str};
+use super::shape;
+use crate::event::{Event, Seq, SurfaceOp};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use thiserror::Error;
+
+/// Why a stored log cannot be normalised (dsh's messages).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum LegacyError {
+    /// A retired record dsh refuses outright.
+    #[error("session \"{id}\" contains unsupported legacy {what} at seq {seq}")]
+    Unsupported {
+        /// Session id.
+        id: String,
+        /// `request/header-delta event`, `mode/set event` or `request/header reason "fallback"`.
+        what: &'static str,
+        /// The event's seq.
+        seq: Seq,
+    },
+    /// An old shape that does not match any form dsh upgrades.
+    #[error("session \"{id}\" contains malformed pre-react-loop {kind} at seq {seq}")]
+    Malformed {
+        /// Session id.
+        id: String,
+        /// `turn/start`, `turn/end` or `steering/message`.
+        kind: &'static str,
+        /// The event's seq.
+        seq: Seq,
+    },
+    /// The (converted) message fails dsh's message-shape rules.
+    #[error(transparent)]
+    Shape(#[from] ShapeError),
+}
+
+/// The converted events of a stored log, by seq (only those that changed).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LegacyView {
+    changed: BTreeMap<Seq, Event>,
+}
+
+fn legacy_id(id: &str, seq: Seq) -> String {
+    json_str(&format!("legacy-message:{id}:{seq}"))
+}
+
+/// Does `obj` have exactly the `required` keys plus possibly some `optional` ones?
+fn has_only_keys(obj: N<'_, '_>, required: &[&str], optional: &[&str]) -> bool {
+    obj.entries().iter().all(|(k, _)| {
+        k.as_str()
+            .is_some_and(|k| required.contains(&k) || optional.contains(&k))
+    }) && required.iter().all(|k| obj.has(k))
+}
+
+fn record<'d, 't>(v: Option<N<'d, 't>>) -> Option<N<'d, 't>> {
+    v.filter(|v| v.is_object())
+}
+
+fn safe_int_at_least(v: Option<N<'_, '_>>, min: f64) -> bool {
+    v.and_then(|v| v.as_f64())
+        .is_some_and(|n| super::jv::is_safe_integer(n) && n >= min)
+}
+
+/// The message id carried by a (converted) event, as JSON text.
+fn event_message_id(kind: &str, data: N<'_, '_>) -> Option<String> {
+    let data = record(Some(data))?;
+    let message = if kind == "user/message" {
+        Some(data)
+    } else {
+        record(data.get("message"))
+    };
+    message
+        .and_then(|m| m.get("id"))
+        .filter(|id| id.as_js_str().is_some())
+        .map(|id| id.stringify())
+}
+
+fn with_data(event: &Event, kind: &str, data: String) -> Event {
+    let mut out = event.clone();
+    out.kind = kind.to_string();
+    out.data = data;
+    out
+}
+
+/// Converts one event (§1.6 rules 1–6, in dsh's order). `target_id` gives the message id
+/// (JSON text) of an earlier converted event, for a legacy `tool/result` replace. Returns
+/// `None` when the event is already in the current shape.
+pub fn convert_event(
+    session_id: &str,
+    event: &Event,
+    target_id: &dyn Fn(Seq) -> Option<String>,
+) -> Result<Option<Event>, LegacyError> {
+    let Ok(doc) = Doc::parse(&event.data) else {
+        return Ok(None);
+    };
+    let mut current: Option<Event> = None;
+    // 1. turn/start with a trigger.
+    if event.kind == "turn/start"
+        && let Some(data) = record(Some(doc.root()))
+        && data.has("trigger")
+    {
+        let trigger = record(data.get("trigger"));
+        let ok = safe_int_at_least(data.get("turn"), 1.0)
+            && has_only_keys(data, &["turn", "trigger"], &[])
+            && trigger.is_some_and(|t| t.get("kind").is_some_and(|k| k.is_nonempty_str()));
+        if !ok {
+            return Err(LegacyError::Malformed {
+                id: session_id.into(),
+                kind: "turn/start",
+                seq: event.seq,
+            });
+        }
+        let mut w = ObjWriter::new();
+        w.set(
+            "turn",
+            data.get("turn").map(|t| t.stringify()).unwrap_or_default(),
+        );
+        current = Some(with_data(event, "turn/start", w.finish()));
+    }
+    // 2. turn/end: validated always, old reasons mapped.
+    if event.kind == "turn/end"
+        && let Some(data) = record(Some(doc.root()))
+    {
+        let malformed = || LegacyError::Malformed {
+            id: session_id.into(),
+            kind: "turn/end",
+            seq: event.seq,
+        };
+        let reason = record(data.get("reason"));
+        if !safe_int_at_least(data.get("turn"), 1.0)
+            || !has_only_keys(data, &["turn", "reason"], &[])
+        {
+            return Err(malformed());
+        }
+        let Some(reason) = reason else {
+            return Err(malformed());
+        };
+        let Some(kind) = reason.get("kind").and_then(|k| k.as_js_str()) else {
+            return Err(malformed());
+        };
+        let new_reason: Option<String> = match kind.as_str() {
+            Some("completed" | "blocked" | "max-tokens" | "interrupted") => {
+                if !has_only_keys(reason, &["kind"], &[]) {
+                    return Err(malformed());
+                }
+                None
+            }
+            Some("aborted") => {
+                if reason.has("reason") {
+                    None
+                } else if !has_only_keys(reason, &["kind"], &[]) {
+                    return Err(malformed());
+                } else {
+                    Some(r#"{"kind":"aborted","reason":{"kind":"legacy"}}"#.into())
+                }
+            }
+            Some("disposed") => {
+                if !has_only_keys(reason, &["kind"], &[]) {
+                    return Err(malformed());
+                }
+                Some(r#"{"kind":"aborted","reason":{"kind":"disposed"}}"#.into())
+            }
+            Some("error") => {
+                if reason.has("error") {
+                    None
+                } else {
+                    if !safe_int_at_least(reason.get("step"), 0.0) {
+                        return Err(malformed());
+                    }
+                    let failure = record(reason.get("failure"));
+                    let opt_ok = |f: N<'_, '_>, key: &str, want_str: bool| {
+                        f.get(key).is_none_or(|v| {
+                            if want_str {
+                                v.as_js_str().is_some()
+                            } else {
+                                v.as_f64().is_some()
+                            }
+                        })
+                    };
+                    let failure_ok = failure.is_some_and(|f| {
+                        has_only_keys(reason, &["kind", "step", "failure"], &[])
+                            && has_only_keys(
+                                f,
+                                &["message", "code"],
+                                &["status", "providerRetryAfterMs", "requestId"],
+                            )
+                            && f.get("message").is_some_and(|m| m.as_js_str().is_some())
+                            && f.get("code").is_some_and(|c| c.as_js_str().is_some())
+                            && opt_ok(f, "status", false)
+                            && opt_ok(f, "providerRetryAfterMs", false)
+                            && opt_ok(f, "requestId", true)
+                    });
+                    if let (true, Some(f)) = (failure_ok, failure) {
+                        let mut w = ObjWriter::new();
+                        w.set("kind", json_str("error"));
+                        w.set("error", f.stringify());
+                        Some(w.finish())
+                    } else {
+                        let code = reason.get("code");
+                        let keys: &[&str] = if code.is_none() {
+                            &["kind", "step", "message"]
+                        } else {
+                            &["kind", "step", "message", "code"]
+                        };
+                        let message = reason.get("message").filter(|m| m.as_js_str().is_some());
+                        let code_ok = code.is_none_or(|c| c.as_js_str().is_some());
+                        let (true, Some(message), true) =
+                            (has_only_keys(reason, keys, &[]), message, code_ok)
+                        else {
+                            return Err(malformed());
+                        };
+                        let mut error = ObjWriter::new();
+                        error.set("message", message.stringify());
+                        error.set(
+                            "code",
+                            code.map(|c| c.stringify())
+                                .unwrap_or_else(|| json_str("UNKNOWN")),
+                        );
+                        let mut w = ObjWriter::new();
+                        w.set("kind", json_str("error"));
+                        w.set("error", error.finish());
+                        Some(w.finish())
+                    }
+                }
+            }
+            _ => None,
+        };
+        if let Some(reason) = new_reason {
+            let mut w = ObjWriter::new();
+            w.spread(&data, &[]);
+            w.set("reason", reason);
+            current = Some(with_data(event, "turn/end", w.finish()));
+        }
+    }
+    // 3. steering/message becomes user/message.
+    if event.kind == "steering/message" {
+        let malformed = || LegacyError::Malformed {
+            id: session_id.into(),
+            kind: "steering/message",
+            seq: event.seq,
+        };
+        let Some(data) = record(Some(doc.root())) else {
+            return Err(malformed());
+        };
+        let wrapped = record(data.get("message"));
+        let turn_ok = data.get("turn").is_some_and(|t| t.is_safe_integer());
+        if let Some(wrapped) =
+            wrapped.filter(|_| turn_ok && has_only_keys(data, &["turn", "message"], &[]))
+        {
+            let converted = with_data(event, "user/message", wrapped.raw().to_string());
+            return finish_message(session_id, &converted, target_id)
+                .map(|c| Some(c.unwrap_or(converted)));
+        }
+        if !turn_ok || !has_only_keys(data, &["turn", "content", "source"], &[]) {
+            return Err(malformed());
+        }
+        let mut w = ObjWriter::new();
+        w.spread(&data, &["turn"]);
+        w.set("id", legacy_id(session_id, event.seq));
+        w.set("role", json_str("user"));
+        let converted = with_data(event, "user/message", w.finish());
+        return finish_message(session_id, &converted, target_id)
+            .map(|c| Some(c.unwrap_or(converted)));
+    }
+    match current {
+        Some(converted) => Ok(Some(
+            finish_message(session_id, &converted, target_id)?.unwrap_or(converted),
+        )),
+        None => finish_message(session_id, event, target_id),
+    }
+}
+
+/// Rule 4–6: message events without identities get the current wrapper.
+fn finish_message(
+    session_id: &str,
+    event: &Event,
+    target_id: &dyn Fn(Seq) -> Option<String>,
+) -> Result<Option<Event>, LegacyError> {
+    let Ok(doc) = Doc::parse(&event.data) else {
+        return Ok(None);
+    };
+    let Some(data) = record(Some(doc.root())) else {
+        return Ok(None);
+    };
+    match event.kind.as_str() {
+        "user/message" => {
+            if data.has("id")
+                || data.has("role")
+                || data.has("message")
+                || !data.has("content")
+                || !data.has("source")
+            {
+                return Ok(None);
+            }
+            let mut w = ObjWriter::new();
+            w.spread(&data, &[]);
+            w.set("id", legacy_id(session_id, event.seq));
+            w.set("role", json_str("user"));
+            Ok(Some(with_data(event, "user/message", w.finish())))
+        }
+        "assistant/message" => {
+            if data.has("message") || !data.has("content") || !data.has("provenance") {
+                return Ok(None);
+            }
+            let mut source = ObjWriter::new();
+            if let Some(p) = record(data.get("provenance")) {
+                source.spread(&p, &[]);
+            }
+            source.set("kind", json_str("model"));
+            let mut message = ObjWriter::new();
+            message.set("id", legacy_id(session_id, event.seq));
+            message.set("role", json_str("assistant"));
+            message.set(
+                "content",
+                data.get("content")
+                    .map(|c| c.stringify())
+                    .unwrap_or_default(),
+            );
+            message.set("source", source.finish());
+            let mut w = ObjWriter::new();
+            w.spread(&data, &["content", "provenance"]);
+            w.set("message", message.finish());
+            Ok(Some(with_data(event, "assistant/message", w.finish())))
+        }
+        "tool/result" => {
+            if data.has("message")
+                || !data.has("callId")
+                || !data.has("content")
+                || !data.has("isError")
+            {
+                return Ok(None);
+            }
+            let call_id = data
+                .get("callId")
+                .map(|c| c.stringify())
+                .unwrap_or_default();
+            let id = match event.surface_op {
+                Some(SurfaceOp::Replace { start, .. }) => target_id(start),
+                _ => Some(legacy_id(session_id, event.seq)),
+            };
+            let mut block = ObjWriter::new();
+            block.set("type", json_str("tool-result"));
+            block.set("toolCallId", call_id.clone());
+            block.set(
+                "content",
+                data.get("content")
+                    .map(|c| c.stringify())
+                    .unwrap_or_default(),
+            );
+            block.set(
+                "isError",
+                data.get("isError")
+                    .map(|c| c.stringify())
+                    .unwrap_or_default(),
+            );
+            let mut source = ObjWriter::new();
+            source.set("kind", json_str("tool"));
+            source.set("callId", call_id);
+            let mut message = ObjWriter::new();
+            if let Some(id) = id {
+                message.set("id", id);
+            }
+            message.set("role", json_str("user"));
+            message.set("content", format!("[{}]", block.finish()));
+            message.set("source", source.finish());
+            let mut w = ObjWriter::new();
+            w.spread(&data, &["callId", "content", "isError"]);
+            w.set("message", message.finish());
+            Ok(Some(with_data(event, "tool/result", w.finish())))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// dsh's `assertSupportedEvents`: the first retired record anywhere in the log (header
+/// deltas first, then `mode/set`, then `reason: "fallback"`).
+pub fn check_supported(session_id: &str, events: &[Event]) -> Result<(), LegacyError> {
+    let unsupported = |what, seq| LegacyError::Unsupported {
+        id: session_id.into(),
+        what,
+        seq,
+    };
+    if let Some(e) = events.iter().find(|e| e.kind == "request/header-delta") {
+        return Err(unsupported("request/header-delta event", e.seq));
+    }
+    if let Some(e) = events.iter().find(|e| e.kind == "mode/set") {
+        return Err(unsupported("mode/set event", e.seq));
+    }
+    let fallback = events.iter().find(|e| {
+        e.kind == "request/header"
+            && Doc::parse(&e.data)
+                .is_ok_and(|d| d.root().get("reason").is_some_and(|r| r.is_str("fallback")))
+    });
+    if let Some(e) = fallback {
+        return Err(unsupported("request/header reason \"fallback\"", e.seq));
+    }
+    Ok(())
+}
+
+impl LegacyView {
+    /// Normalises a stored log as dsh's `adoptStoredEvents`: retired records refused, old
+    /// shapes converted, then every message event checked against the message-shape rules
+    /// (subject `session event at seq N`).
+    pub fn convert(session_id: &str, events: &[Event]) -> Result<LegacyView, LegacyError> {
+        check_supported(session_id, events)?;
+        let mut view = LegacyView::default();
+        let mut message_ids: HashMap<Seq, String> = HashMap::new();
+        for event in events {
+            let converted = {
+                let lookup = |seq: Seq| message_ids.get(&seq).cloned();
+                convert_event(session_id, event, &lookup)?
+            };
+            let current = converted.as_ref().unwrap_or(event);
+            if let Ok(doc) = Doc::parse(&current.data) {
+                shape::check_message_shape(
+                    &current.kind,
+                    doc.root(),
+                    &Subject::Stored { seq: current.seq },
+                )?;
+                if let Some(id) = event_message_id(&current.kind, doc.root()) {
+                    message_ids.insert(current.seq, id);
+                }
+            }
+            if let Some(c) = converted {
+                view.changed.insert(event.seq, c);
+            }
+        }
+        Ok(view)
+    }
+
+    /// True when no event changed.
+    pub fn is_empty(&self) -> bool {
+        self.changed.is_empty()
+    }
+
+    /// Number of converted events.
+    pub fn len(&self) -> usize {
+        self.changed.len()
+    }
+
+    /// The view of `stored` (the converted event, or `stored` itself).
+    pub fn view<'a>(&'a self, stored: &'a Event) -> &'a Event {
+        self.changed.get(&stored.seq).unwrap_or(stored)
+    }
+
+    /// Seqs of the converted events.
+    pub fn changed_seqs(&self) -> impl Iterator<Item = Seq> + '_ {
+        self.changed.keys().copied()
+    }
+
+    /// A lookup over `stored` that answers with the view.
+    pub fn overlay<'a>(&'a self, stored: &'a [Event]) -> ViewLookup<'a> {
+        ViewLookup { view: self, stored }
+    }
+
+    /// The whole view as owned events.
+    pub fn apply(&self, stored: &[Event]) -> Vec<Event> {
+        stored.iter().map(|e| self.view(e).clone()).collect()
+    }
+}
+
+/// A [`LegacyView`] laid over the stored events ([`LegacyView::overlay`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ViewLookup<'a> {
+    view: &'a LegacyView,
+    stored: &'a [Event],
+}
+
+impl EventLookup for ViewLookup<'_> {
+    fn event_at(&self, seq: Seq) -> Result<Option<Cow<'_, Event>>, LookupError> {
+        if let Some(e) = self.view.changed.get(&seq) {
+            return Ok(Some(Cow::Borrowed(e)));
+        }
+        self.stored.event_at(seq)
+    }
+}

@@ -1,0 +1,249 @@
+//! Crash repair (§7): the synthetic events that close a log's open tail turn.
+//!
+//! [`RepairScan`] is dsh's `interruptedTurnClosers` scan kept incrementally (it is part of
+//! [`SessionState`](super::SessionState)); [`interrupted_turn_closers`] is the pure function
+//! over a whole log.
+
+use super::invariants::JsVal;
+use super::jv::{Doc, N, ObjWriter, json_str};
+use crate::event::{Event, KeyOrder, Layout, Seq, SurfaceOp};
+use serde::{Deserialize, Serialize};
+
+/// Error code of a synthetic result for a call that never started.
+pub const TOOL_NOT_STARTED: &str = "TOOL_NOT_STARTED";
+/// Error code of a synthetic result for a started call whose outcome is unknown.
+pub const TOOL_OUTCOME_UNKNOWN: &str = "TOOL_OUTCOME_UNKNOWN";
+
+/// Text of a synthetic result for a call that never started (dsh's constant).
+pub const NOT_STARTED_TEXT: &str = "The tool call was interrupted before the Harness recorded it as started. Retry it if it is still needed.";
+/// Text of a synthetic result for a started call (dsh's constant).
+pub const OUTCOME_UNKNOWN_TEXT: &str = "The tool call was interrupted after it was recorded, but no result was durably recorded. Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; if it may have side effects, first verify external state or ask the user. Do not retry blindly.";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct PendingCall {
+    /// The call id as read from the assistant block.
+    id: JsVal,
+    /// `data.step` of the assistant message.
+    step: JsVal,
+    /// Seq of the matching `tool/call`, once seen.
+    call_seq: Option<Seq>,
+}
+
+/// The closer scan: open turn, open step, pending calls in insertion order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepairScan {
+    open_turn: JsVal,
+    open_step: JsVal,
+    pending: Vec<PendingCall>,
+    last: Option<(Seq, i64)>,
+}
+
+impl Default for RepairScan {
+    fn default() -> Self {
+        RepairScan {
+            open_turn: JsVal::null(),
+            open_step: JsVal::null(),
+            pending: Vec::new(),
+            last: None,
+        }
+    }
+}
+
+/// Map-key identity: primitives by value, objects never equal.
+fn same_key(a: &JsVal, b: &JsVal) -> bool {
+    a.strict_eq(b)
+}
+
+impl RepairScan {
+    /// An empty scan.
+    pub fn new() -> Self {
+        RepairScan::default()
+    }
+
+    /// True when a turn is open (closers would be produced).
+    pub fn turn_open(&self) -> bool {
+        !self.open_turn.is_null()
+    }
+
+    /// Folds one event into the scan.
+    pub fn observe(&mut self, event: &Event) {
+        let doc = match event.kind.as_str() {
+            "turn/start" | "turn/end" | "step/start" | "step/end" | "assistant/message"
+            | "tool/call" | "tool/result" => Doc::parse(&event.data).ok(),
+            _ => None,
+        };
+        self.observe_parsed(event, doc.as_ref().map(|d| d.root()));
+    }
+
+    /// [`RepairScan::observe`] with `data` already parsed.
+    pub(crate) fn observe_parsed(&mut self, event: &Event, data: Option<N<'_, '_>>) {
+        self.last = Some((event.seq, event.time));
+        let get = |name: &str| JsVal::of(data.and_then(|d| d.get(name)));
+        match event.kind.as_str() {
+            "turn/start" => {
+                self.open_turn = get("turn");
+                self.open_step = JsVal::null();
+                self.pending.clear();
+            }
+            "turn/end" => {
+                self.open_turn = JsVal::null();
+                self.open_step = JsVal::null();
+                self.pending.clear();
+            }
+            "step/start" => self.open_step = get("step"),
+            "step/end" => {
+                self.pending.clear();
+                self.open_step = JsVal::null();
+            }
+            "assistant/message" => {
+                let step = get("step");
+                let content = data
+                    .and_then(|d| d.get("message"))
+                    .and_then(|m| m.get("content"));
+                for block in content.map(|c| c.items()).unwrap_or_default() {
+                    if !block.get("type").is_some_and(|t| t.is_str("tool-call")) {
+                        continue;
+                    }
+                    let id = JsVal::of(block.get("id"));
+                    if let Some(entry) = self.pending.iter_mut().find(|p| same_key(&p.id, &id)) {
+                        entry.step = step.clone();
+                        entry.call_seq = None;
+                    } else {
+                        self.pending.push(PendingCall {
+                            id,
+                            step: step.clone(),
+                            call_seq: None,
+                        });
+                    }
+                }
+            }
+            "tool/call" => {
+                let id = get("callId");
+                if let Some(entry) = self.pending.iter_mut().find(|p| same_key(&p.id, &id)) {
+                    entry.call_seq = Some(event.seq);
+                }
+            }
+            "tool/result" => {
+                let id = JsVal::of(
+                    data.and_then(|d| d.get("message"))
+                        .and_then(|m| m.get("source"))
+                        .and_then(|s| s.get("callId")),
+                );
+                if let Some(i) = self.pending.iter().position(|p| same_key(&p.id, &id)) {
+                    self.pending.remove(i);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The closers for the scanned log (empty when no turn is open), in dsh's order with
+    /// dsh's fields, ids and texts; seqs continue after the last event, time is its time.
+    pub fn closers(&self) -> Vec<Event> {
+        let Some((last_seq, time)) = self.last else {
+            return Vec::new();
+        };
+        if self.open_turn.is_null() {
+            return Vec::new();
+        }
+        let mut seq = last_seq + 1;
+        let mut out = Vec::new();
+        let layout = Layout {
+            key_order: KeyOrder::SurfaceOpFirst,
+            ..Layout::default()
+        };
+        let set_js = |w: &mut ObjWriter, key: &str, v: &JsVal| {
+            if let Some(json) = v.json() {
+                w.set(key, json);
+            }
+        };
+        for call in &self.pending {
+            let started = call.call_seq.is_some();
+            let mut source = ObjWriter::new();
+            source.set("kind", json_str("tool"));
+            set_js(&mut source, "callId", &call.id);
+            let mut text = ObjWriter::new();
+            text.set("type", json_str("text"));
+            text.set(
+                "text",
+                json_str(if started {
+                    OUTCOME_UNKNOWN_TEXT
+                } else {
+                    NOT_STARTED_TEXT
+                }),
+            );
+            let mut block = ObjWriter::new();
+            block.set("type", json_str("tool-result"));
+            set_js(&mut block, "toolCallId", &call.id);
+            block.set("isError", "true");
+            block.set("content", format!("[{}]", text.finish()));
+            let mut message = ObjWriter::new();
+            message.set(
+                "id",
+                json_str(&format!(
+                    "interrupted-tool-result-{}-{seq}",
+                    call.id.display()
+                )),
+            );
+            message.set("role", json_str("user"));
+            message.set("source", source.finish());
+            message.set("content", format!("[{}]", block.finish()));
+            let mut error = ObjWriter::new();
+            if started {
+                error.set("name", json_str("ToolOutcomeUnknownError"));
+                error.set("code", json_str(TOOL_OUTCOME_UNKNOWN));
+            } else {
+                error.set("name", json_str("ToolNotStartedError"));
+                error.set("code", json_str(TOOL_NOT_STARTED));
+            }
+            let mut data = ObjWriter::new();
+            set_js(&mut data, "turn", &self.open_turn);
+            set_js(&mut data, "step", &call.step);
+            data.set("message", message.finish());
+            data.set("error", error.finish());
+            let mut event = Event::new("tool/result", seq, time, data.finish());
+            event.surface_op = Some(SurfaceOp::Append);
+            event.source_event_seqs = call.call_seq.map(|s| vec![s]);
+            event.layout = layout.clone();
+            out.push(event);
+            seq += 1;
+        }
+        if !self.open_step.is_null() {
+            let mut data = ObjWriter::new();
+            set_js(&mut data, "turn", &self.open_turn);
+            set_js(&mut data, "step", &self.open_step);
+            let mut event = Event::new("step/end", seq, time, data.finish());
+            event.layout = layout.clone();
+            out.push(event);
+            seq += 1;
+        }
+        let mut data = ObjWriter::new();
+        set_js(&mut data, "turn", &self.open_turn);
+        data.set("reason", r#"{"kind":"interrupted"}"#);
+        let mut event = Event::new("turn/end", seq, time, data.finish());
+        event.layout = layout;
+        out.push(event);
+        out
+    }
+}
+
+/// dsh's `interruptedTurnClosers`: scans `events` and returns the closers (empty for an
+/// empty or balanced log).
+///
+/// ```
+/// use sessionlog::event::Event;
+/// use sessionlog::session::repair::interrupted_turn_closers;
+/// let log = vec![Event::new("turn/start", 0, 5, r#"{"turn":1}"#)];
+/// let closers = interrupted_turn_closers(&log);
+/// assert_eq!(closers.len(), 1);
+/// assert_eq!(closers[0].kind, "turn/end");
+/// assert_eq!(closers[0].data, r#"{"turn":1,"reason":{"kind":"interrupted"}}"#);
+/// assert_eq!((closers[0].seq, closers[0].time), (1, 5));
+/// ```
+pub fn interrupted_turn_closers(events: &[Event]) -> Vec<Event> {
+    let mut scan = RepairScan::new();
+    for event in events {
+        scan.observe(event);
+    }
+    scan.closers()
+}
