@@ -433,15 +433,28 @@ impl SessionGenerator {
         self.turn += 1;
         let t = self.turn;
         let mut g = Vec::new();
-        self.push(&mut g, "turn/start", format!(r#"{{"turn":{t}}}"#), None, None);
+        self.push(
+            &mut g,
+            "turn/start",
+            format!(r#"{{"turn":{t}}}"#),
+            None,
+            None,
+        );
         self.queue.push_back(FlushGroup {
             events: std::mem::take(&mut g),
         });
 
-        self.push(&mut g, "step/start", format!(r#"{{"turn":{t},"step":1}}"#), None, None);
+        self.push(
+            &mut g,
+            "step/start",
+            format!(r#"{{"turn":{t},"step":1}}"#),
+            None,
+            None,
+        );
         let prompt_len = self.sized(self.config.user_bytes);
         let prompt = self.words(prompt_len);
-        let mut data = format!(r#"{{"id":"m-u{t}","role":"user","content":[{{"type":"text","text":"#);
+        let mut data =
+            format!(r#"{{"id":"m-u{t}","role":"user","content":[{{"type":"text","text":"#);
         write_js_string(&mut data, &prompt);
         data.push_str(r#"}],"source":{"kind":"user"}}"#);
         let user_seq = self.push(&mut g, "user/message", data, Some(SurfaceOp::Append), None);
@@ -468,13 +481,17 @@ impl SessionGenerator {
             let mut piece = self.words(len);
             piece.push(' ');
             text.push_str(&piece);
-            let mut data = format!(r#"{{"turn":{t},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"#);
+            let mut data =
+                format!(r#"{{"turn":{t},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"#);
             write_js_string(&mut data, &piece);
             data.push_str("}}");
             chunk_seqs.push(self.push(&mut g, "assistant/chunk", data, None, None));
         }
         let call_id = format!("call_{t}_{}", self.rng.next_u64() % 100_000);
-        let command = format!("{{\"cmd\":\"rg -n {} src/\"}}", self.words(12).replace(' ', "_"));
+        let command = format!(
+            "{{\"cmd\":\"rg -n {} src/\"}}",
+            self.words(12).replace(' ', "_")
+        );
         let mut data = format!(
             r#"{{"turn":{t},"step":1,"message":{{"id":"m-a{t}","role":"assistant","content":[{{"type":"text","text":"#
         );
@@ -495,7 +512,8 @@ impl SessionGenerator {
             Some(SurfaceOp::Append),
             Some(chunk_seqs),
         );
-        let mut data = format!(r#"{{"turn":{t},"step":1,"callId":"{call_id}","name":"bash","arguments":"#);
+        let mut data =
+            format!(r#"{{"turn":{t},"step":1,"callId":"{call_id}","name":"bash","arguments":"#);
         write_js_string(&mut data, &command);
         data.push('}');
         let call_seq = self.push(&mut g, "tool/call", data, None, None);
@@ -503,7 +521,8 @@ impl SessionGenerator {
             events: std::mem::take(&mut g),
         });
 
-        let large = self.config.large_result_every > 0 && self.rng.range(1, self.config.large_result_every) == 1;
+        let large = self.config.large_result_every > 0
+            && self.rng.range(1, self.config.large_result_every) == 1;
         let len = if large {
             self.sized(self.config.large_result_bytes)
         } else {
@@ -524,7 +543,13 @@ impl SessionGenerator {
             Some(SurfaceOp::Append),
             Some(vec![call_seq]),
         );
-        self.push(&mut g, "step/end", format!(r#"{{"turn":{t},"step":1}}"#), None, None);
+        self.push(
+            &mut g,
+            "step/end",
+            format!(r#"{{"turn":{t},"step":1}}"#),
+            None,
+            None,
+        );
         self.push(
             &mut g,
             "turn/end",
@@ -554,7 +579,11 @@ impl SessionGenerator {
         );
         let summary_len = self.sized((800, 2400));
         let summary = self.words(summary_len);
-        let seqs = shadowed.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(",");
+        let seqs = shadowed
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
         let tokens = self.rng.range(20_000, 60_000);
         let mut data = format!(r#"{{"compactionId":"k{k}","summary":[{{"type":"text","text":"#);
         write_js_string(&mut data, &summary);
@@ -562,7 +591,8 @@ impl SessionGenerator {
             r#"}}],"shadowedRange":{{"start":{start},"end":{end}}},"shadowedSeqs":[{seqs}],"shadowedTokenCount":{tokens},"provider":"deepseek","model":"deepseek-chat"}}"#
         ));
         let summary_seq = self.push(&mut g, "compaction/summary", data, None, None);
-        let mut data = format!(r#"{{"id":"m-k{k}","role":"user","content":[{{"type":"text","text":"#);
+        let mut data =
+            format!(r#"{{"id":"m-k{k}","role":"user","content":[{{"type":"text","text":"#);
         write_js_string(&mut data, &summary);
         data.push_str(r#"}],"source":{"kind":"plugin","plugin":"compaction","form":"notice","summary":"conversation compacted"}}"#);
         let mut sources = vec![start_seq, summary_seq];
@@ -669,7 +699,9 @@ pub fn write_surface_op(out: &mut String, op: &SurfaceOp) {
     match op {
         SurfaceOp::Append => out.push_str(r#""append""#),
         SurfaceOp::Replace { start, end } => {
-            out.push_str(&format!(r#"{{"op":"replace","start":{start},"end":{end}}}"#));
+            out.push_str(&format!(
+                r#"{{"op":"replace","start":{start},"end":{end}}}"#
+            ));
         }
     }
 }
@@ -680,7 +712,12 @@ pub fn write_surface_op(out: &mut String, op: &SurfaceOp) {
 pub fn is_flush_point(kind: &str) -> bool {
     matches!(
         kind,
-        "turn/start" | "user/message" | "tool/call" | "turn/end" | "session/title" | "compaction/end"
+        "turn/start"
+            | "user/message"
+            | "tool/call"
+            | "turn/end"
+            | "session/title"
+            | "compaction/end"
     )
 }
 
@@ -790,7 +827,13 @@ fn parse_fixture(path: &Path, name: &str, text: &str) -> Result<FixtureSession, 
             reason,
         };
         let members = json::raw_members_with(line, &limits).map_err(|e| bad(e.to_string()))?;
-        let member = |key: &str| members.iter().rev().find(|m| m.key == *key).map(|m| m.value);
+        let member = |key: &str| {
+            members
+                .iter()
+                .rev()
+                .find(|m| m.key == *key)
+                .map(|m| m.value)
+        };
         let str_member = |key: &str| -> Option<String> {
             member(key).and_then(|v| json::parse(v, &limits).ok()?.as_str().map(str::to_owned))
         };
@@ -803,7 +846,10 @@ fn parse_fixture(path: &Path, name: &str, text: &str) -> Result<FixtureSession, 
             continue;
         }
         let next = events.len() as u64;
-        if matches!(kind.as_str(), "text-chunks" | "reasoning-chunks" | "tool-call-chunks") {
+        if matches!(
+            kind.as_str(),
+            "text-chunks" | "reasoning-chunks" | "tool-call-chunks"
+        ) {
             let seq0 = int_member("seq0").unwrap_or(next as i64).max(0) as u64;
             let mut time = int_member("time0").unwrap_or(0);
             let data = member("data").ok_or_else(|| bad("packed row without data".into()))?;
@@ -816,7 +862,11 @@ fn parse_fixture(path: &Path, name: &str, text: &str) -> Result<FixtureSession, 
                 .map(|a| a.iter().filter_map(JsonValue::as_i64).collect())
                 .unwrap_or_default();
             let pieces = value
-                .get(if kind == "tool-call-chunks" { "args" } else { "texts" })
+                .get(if kind == "tool-call-chunks" {
+                    "args"
+                } else {
+                    "texts"
+                })
                 .and_then(JsonValue::as_array)
                 .ok_or_else(|| bad(format!("{kind} row without members")))?;
             for (k, piece) in pieces.iter().enumerate() {
@@ -826,8 +876,15 @@ fn parse_fixture(path: &Path, name: &str, text: &str) -> Result<FixtureSession, 
                     .ok_or_else(|| bad("non-string packed member".into()))?;
                 match kind.as_str() {
                     "tool-call-chunks" => {
-                        chunk.push_str(&format!(r#"{{"type":"tool-call-delta","index":{index},"id":"#));
-                        chunk.push_str(json::raw_member(data, &["id"]).ok().flatten().unwrap_or("\"\""));
+                        chunk.push_str(&format!(
+                            r#"{{"type":"tool-call-delta","index":{index},"id":"#
+                        ));
+                        chunk.push_str(
+                            json::raw_member(data, &["id"])
+                                .ok()
+                                .flatten()
+                                .unwrap_or("\"\""),
+                        );
                         if let Some(n) = json::raw_member(data, &["name"]).ok().flatten() {
                             chunk.push_str(&format!(r#","name":{n}"#));
                         }

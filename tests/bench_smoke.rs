@@ -75,12 +75,23 @@ fn quick_bench_writes_structured_json() {
         "raw-disk",
     ];
     for sessions in [1.0, 64.0] {
-        for mode in ["sync per event", "batch 16", "batch 256", "buffered, 4 flushes/turn"] {
+        for mode in [
+            "sync per event",
+            "batch 16",
+            "batch 256",
+            "buffered, 4 flushes/turn",
+        ] {
             for peer in peers {
                 let row = append
                     .iter()
-                    .find(|r| text(r, "peer") == peer && num(r, "sessions") == sessions && text(r, "mode") == mode)
-                    .unwrap_or_else(|| panic!("no append row for {peer}, {sessions} sessions, {mode}"));
+                    .find(|r| {
+                        text(r, "peer") == peer
+                            && num(r, "sessions") == sessions
+                            && text(r, "mode") == mode
+                    })
+                    .unwrap_or_else(|| {
+                        panic!("no append row for {peer}, {sessions} sessions, {mode}")
+                    });
                 assert!(num(row, "events_per_sec") > 0.0);
                 assert!(num(row, "mb_per_sec") > 0.0);
                 assert!(num(row, "p99_us") >= num(row, "p50_us"));
@@ -92,7 +103,11 @@ fn quick_bench_writes_structured_json() {
     for r in append {
         let same = append
             .iter()
-            .find(|o| text(o, "peer") == "sessionlog" && o["sessions"] == r["sessions"] && o["mode"] == r["mode"])
+            .find(|o| {
+                text(o, "peer") == "sessionlog"
+                    && o["sessions"] == r["sessions"]
+                    && o["mode"] == r["mode"]
+            })
             .unwrap();
         assert_eq!(r["events"], same["events"]);
         assert_eq!(r["json_bytes"], same["json_bytes"]);
@@ -112,7 +127,10 @@ fn quick_bench_writes_structured_json() {
     );
     let first = &resume[0];
     assert_eq!(text(first, "peer"), "sessionlog");
-    assert!(text(first, "kind").contains("full-read"), "says what was measured");
+    assert!(
+        text(first, "kind").contains("surface resume"),
+        "says what was measured"
+    );
     for r in resume {
         assert_eq!(r["events"], first["events"]);
         assert_eq!(r["surface"], first["surface"]);
@@ -132,12 +150,16 @@ fn quick_bench_writes_structured_json() {
     let reopen = rows(&v, "reopen");
     assert!(!reopen.is_empty());
     for r in reopen {
-        assert!(num(r, "frames_scanned") > 0.0, "the crash left an unindexed tail: {r}");
+        assert!(
+            num(r, "frames_scanned") > 0.0,
+            "the crash left an unindexed tail: {r}"
+        );
         assert_eq!(r["events_recovered"], r["events"]);
         assert!(num(r, "rebuild_ms") > 0.0);
     }
     // Replay runs when the fixtures are there.
-    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/dsh-sessions");
+    let fixtures =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/dsh-sessions");
     if fixtures.is_dir() {
         assert_eq!(rows(&v, "replay").len(), peers.len());
     } else {
@@ -153,6 +175,9 @@ fn quick_bench_writes_structured_json() {
     assert!(text(&v, "command").contains("bench --quick"));
     for chart in ["resume.svg", "append.svg"] {
         let svg = std::fs::read_to_string(charts.join(chart)).unwrap();
-        assert!(svg.starts_with("<svg") && svg.contains("sessionlog"), "{chart}");
+        assert!(
+            svg.starts_with("<svg") && svg.contains("sessionlog"),
+            "{chart}"
+        );
     }
 }

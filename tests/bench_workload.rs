@@ -7,12 +7,15 @@ use sessionlog::event::{Event, SurfaceOp};
 use sessionlog::json::{self, JsonLimits};
 use sessionlog::store::{Config, Durability, Store};
 use sessionlog::workload::{
-    FlushGroup, SessionGenerator, WorkloadConfig, event_json, flush_groups, generate_events, generate_session,
-    is_flush_point, load_fixture_sessions, session_header, synthetic_event,
+    FlushGroup, SessionGenerator, WorkloadConfig, event_json, flush_groups, generate_events,
+    generate_session, is_flush_point, load_fixture_sessions, session_header, synthetic_event,
 };
 
 fn all_events(groups: &[FlushGroup]) -> Vec<Event> {
-    groups.iter().flat_map(|g| g.events.iter().cloned()).collect()
+    groups
+        .iter()
+        .flat_map(|g| g.events.iter().cloned())
+        .collect()
 }
 
 /// `synthetic_event` is what the crash harness relies on: pin a few of its bytes.
@@ -44,7 +47,11 @@ fn generator_is_deterministic_and_seeded() {
     let b = generate_session(&config, 4);
     assert_eq!(a, b);
     let c = generate_session(&config, 5);
-    assert_ne!(all_events(&a)[2].data, all_events(&c)[2].data, "sessions differ");
+    assert_ne!(
+        all_events(&a)[2].data,
+        all_events(&c)[2].data,
+        "sessions differ"
+    );
     let d = generate_session(
         &WorkloadConfig {
             seed: 1,
@@ -52,7 +59,11 @@ fn generator_is_deterministic_and_seeded() {
         },
         4,
     );
-    assert_ne!(all_events(&a)[2].data, all_events(&d)[2].data, "seeds differ");
+    assert_ne!(
+        all_events(&a)[2].data,
+        all_events(&d)[2].data,
+        "seeds differ"
+    );
 }
 
 /// One turn has the 58 events of the issue, in agent-loop order, with the flush points after
@@ -74,7 +85,13 @@ fn turn_shape_and_flush_points() {
     assert!(turn2[3..53].iter().all(|k| *k == "assistant/chunk"));
     assert_eq!(
         &turn2[53..],
-        &["assistant/message", "tool/call", "tool/result", "step/end", "turn/end"]
+        &[
+            "assistant/message",
+            "tool/call",
+            "tool/result",
+            "step/end",
+            "turn/end"
+        ]
     );
     assert_eq!(events[3].kind, "session/title");
     // Four flush groups per turn (turn 1 has a fifth: the title), each ending at a flush point.
@@ -109,9 +126,21 @@ fn event_shapes_are_dsh_shapes() {
         let v = json::parse(&e.data, &limits).unwrap_or_else(|err| panic!("seq {}: {err}", e.seq));
         match e.kind.as_str() {
             "assistant/chunk" => {
-                let text = v.pointer(&["chunk", "text"]).unwrap().as_str().unwrap().to_owned();
-                assert!((18..=101).contains(&text.len()), "chunk of {} bytes", text.len());
-                assert_eq!(v.pointer(&["chunk", "type"]).unwrap().as_str(), Some("text-delta"));
+                let text = v
+                    .pointer(&["chunk", "text"])
+                    .unwrap()
+                    .as_str()
+                    .unwrap()
+                    .to_owned();
+                assert!(
+                    (18..=101).contains(&text.len()),
+                    "chunk of {} bytes",
+                    text.len()
+                );
+                assert_eq!(
+                    v.pointer(&["chunk", "type"]).unwrap().as_str(),
+                    Some("text-delta")
+                );
                 chunk_texts.push((e.seq, text));
             }
             "assistant/message" => {
@@ -119,8 +148,15 @@ fn event_shapes_are_dsh_shapes() {
                 let cited: Vec<u64> = chunk_texts.iter().map(|(s, _)| *s).collect();
                 assert_eq!(sources, cited);
                 let text: String = chunk_texts.iter().map(|(_, t)| t.as_str()).collect();
-                let content = v.pointer(&["message", "content"]).unwrap().as_array().unwrap();
-                assert_eq!(content[0].get("text").unwrap().as_str(), Some(text.as_str()));
+                let content = v
+                    .pointer(&["message", "content"])
+                    .unwrap()
+                    .as_array()
+                    .unwrap();
+                assert_eq!(
+                    content[0].get("text").unwrap().as_str(),
+                    Some(text.as_str())
+                );
                 assert_eq!(content[1].get("type").unwrap().as_str(), Some("tool-call"));
                 assert_eq!(
                     v.pointer(&["message", "source", "kind"]).unwrap().as_str(),
@@ -139,11 +175,20 @@ fn event_shapes_are_dsh_shapes() {
                     .unwrap()
                     .to_owned();
                 assert_eq!(
-                    v.pointer(&["message", "source", "callId"]).unwrap().as_str(),
+                    v.pointer(&["message", "source", "callId"])
+                        .unwrap()
+                        .as_str(),
                     Some(call_id.as_str())
                 );
-                let block = &v.pointer(&["message", "content"]).unwrap().as_array().unwrap()[0];
-                assert_eq!(block.get("toolCallId").unwrap().as_str(), Some(call_id.as_str()));
+                let block = &v
+                    .pointer(&["message", "content"])
+                    .unwrap()
+                    .as_array()
+                    .unwrap()[0];
+                assert_eq!(
+                    block.get("toolCallId").unwrap().as_str(),
+                    Some(call_id.as_str())
+                );
                 let text = block.get("content").unwrap().as_array().unwrap()[0]
                     .get("text")
                     .unwrap()
@@ -166,7 +211,10 @@ fn event_shapes_are_dsh_shapes() {
         }
         assert_eq!(e.is_surface_type(), e.surface_op.is_some(), "seq {}", e.seq);
     }
-    assert!(large < 10, "large results are the exception ({large} of 30)");
+    assert!(
+        large < 10,
+        "large results are the exception ({large} of 30)"
+    );
 }
 
 /// A compaction replaces every surface node but the last turn's, citing all of them, and the
@@ -189,7 +237,8 @@ fn compactions_replace_and_cite_every_shadowed_node() {
                 replaces += 1;
                 let a = nodes.iter().position(|s| *s == start).unwrap();
                 let b = nodes.iter().position(|s| *s == end).unwrap();
-                let sources: HashSet<u64> = e.source_event_seqs.clone().unwrap().into_iter().collect();
+                let sources: HashSet<u64> =
+                    e.source_event_seqs.clone().unwrap().into_iter().collect();
                 for s in &nodes[a..=b] {
                     assert!(sources.contains(s), "seq {}: shadowed {s} not cited", e.seq);
                 }
@@ -251,36 +300,52 @@ fn generate_events_takes_a_prefix() {
     let config = WorkloadConfig::default();
     let events = generate_events(&config, 0, 1000);
     assert_eq!(events.len(), 1000);
-    let whole = all_events(&generate_session(&WorkloadConfig { turns: 30, ..config }, 0));
+    let whole = all_events(&generate_session(
+        &WorkloadConfig {
+            turns: 30,
+            ..config
+        },
+        0,
+    ));
     assert_eq!(&whole[..1000], &events[..]);
 }
 
-/// The store accepts every generated event (its envelope and JSON checks).
+/// The store accepts every generated event (envelope, JSON, dsh's shapes, surface rules and
+/// turn/step/tool invariants), and its surface and messages after a reopen are the
+/// generator's surface.
 #[test]
 fn store_accepts_the_workload() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(
-        dir.path(),
-        Config {
-            durability: Durability::Buffered,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let id = sessionlog::workload::session_id(0);
     let config = WorkloadConfig {
-        turns: 12,
+        turns: 23,
+        compaction_every: 10,
         ..WorkloadConfig::default()
     };
-    store.create_session(session_header(0)).unwrap();
+    let mut generator = SessionGenerator::new(&config, 0);
     let mut n = 0;
-    for g in generate_session(&config, 0) {
-        n += g.events.len() as u64;
-        store
-            .append_batch(&sessionlog::workload::session_id(0), g.events)
-            .unwrap();
+    {
+        let store = Store::open(
+            dir.path(),
+            Config {
+                durability: Durability::Buffered,
+                ..Config::default()
+            },
+        )
+        .unwrap();
+        store.create_session(session_header(0)).unwrap();
+        for g in generator.by_ref() {
+            n += g.events.len() as u64;
+            store.append_batch(&id, g.events).unwrap();
+        }
+        store.close().unwrap();
     }
-    store.flush().unwrap();
-    assert_eq!(store.len(&sessionlog::workload::session_id(0)), Some(n));
+    let store = Store::open(dir.path(), Config::default()).unwrap();
+    let session = store.resume(&id).unwrap();
+    assert_eq!(session.len(), n);
+    assert_eq!(session.surface().unwrap(), generator.surface());
+    // Every node derives a message (the workload has no empty assistant messages).
+    assert_eq!(session.messages().unwrap().len(), generator.surface().len());
 }
 
 /// The replay reader reads every fixture log: event counts match MANIFEST.tsv, seqs are

@@ -17,6 +17,7 @@ fn color(peer: &str) -> RGBColor {
         "redb" => RGBColor(255, 127, 14),
         "raw-disk" => RGBColor(90, 90, 90),
         "sessionlog-read-only" => RGBColor(255, 152, 150),
+        "sessionlog-full-read" => RGBColor(140, 86, 75),
         _ => RGBColor(148, 103, 189),
     }
 }
@@ -33,14 +34,9 @@ pub fn resume_chart(r: &Results, path: &Path) -> BenchResult<()> {
     let ys: Vec<f64> = r.resume.iter().map(|x| x.ms).collect();
     let (x0, x1) = bounds(&xs, 5_000.0, 2_000_000.0);
     let (y0, y1) = bounds(&ys, 0.1, 10_000.0);
-    let kind = r
-        .resume
-        .iter()
-        .find(|x| x.peer == "sessionlog")
-        .map_or("", |x| x.kind.as_str());
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            format!("Resume one session: open + load + fold surface (sessionlog: {kind})"),
+            "Resume one session: open, load, surface + messages (child process)",
             ("sans-serif", 20),
         )
         .margin(16)

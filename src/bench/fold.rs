@@ -54,7 +54,9 @@ impl SurfaceFold {
                 let a = self.nodes.iter().position(|s| *s == start);
                 let b = self.nodes.iter().position(|s| *s == end);
                 let (Some(a), Some(b)) = (a, b) else {
-                    return Err(format!("seq {seq}: replace {start}..{end} not found in surface").into());
+                    return Err(
+                        format!("seq {seq}: replace {start}..{end} not found in surface").into(),
+                    );
                 };
                 if a > b {
                     return Err(format!("seq {seq}: replace start after end").into());
@@ -77,7 +79,13 @@ impl SurfaceFold {
     }
 
     /// Folds an event whose `data` (or whole line) was parsed.
-    pub fn apply_value(&mut self, seq: Seq, kind: &str, op: Option<SurfaceOp>, parsed: Message) -> BenchResult<()> {
+    pub fn apply_value(
+        &mut self,
+        seq: Seq,
+        kind: &str,
+        op: Option<SurfaceOp>,
+        parsed: Message,
+    ) -> BenchResult<()> {
         if let (Some(kind), Some(op)) = (kind_of(kind), op) {
             self.apply(seq, kind, op, parsed)?;
         }

@@ -40,12 +40,13 @@ use serde::Serialize;
 use crate::event::{Event, SessionHeader};
 use crate::store::{Config, Durability, INDEX_FILE, Store};
 use crate::workload::{
-    FlushGroup, SessionGenerator, WorkloadConfig, event_json, flush_groups, generate_events, load_fixture_sessions,
-    session_header, session_id,
+    FlushGroup, SessionGenerator, WorkloadConfig, event_json, flush_groups, generate_events,
+    load_fixture_sessions, session_header, session_id,
 };
 
 use peers::{
-    BenchResult, Loaded, Mode, PeerKind, RawWriter, SessionlogStyle, SessionlogWriter, Writer, dir_bytes, group_bytes,
+    BenchResult, Loaded, Mode, PeerKind, RawWriter, SessionlogStyle, SessionlogWriter, Writer,
+    dir_bytes, group_bytes,
 };
 
 /// Arguments of `sessionlog bench`.
@@ -114,7 +115,8 @@ pub const DSH_JSONL_EVENTS_PER_SEC: f64 = 4_800.0;
 /// Runs the benchmark harness.
 pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(mb) = args.probe_fill {
-        return probe_fill(mb, args.probe_dir.as_deref(), args).map_err(|e| e as Box<dyn std::error::Error>);
+        return probe_fill(mb, args.probe_dir.as_deref(), args)
+            .map_err(|e| e as Box<dyn std::error::Error>);
     }
     if let Some(peer) = &args.probe {
         return probe(peer, args.probe_dir.as_deref()).map_err(|e| e as Box<dyn std::error::Error>);
@@ -395,7 +397,8 @@ fn run_all(args: &BenchArgs) -> BenchResult<()> {
         ctx.base.display()
     );
     let sample = generate_events(&ctx.config, 0, 20_000);
-    let avg = sample.iter().map(|e| event_json(e).len()).sum::<usize>() as f64 / sample.len() as f64;
+    let avg =
+        sample.iter().map(|e| event_json(e).len()).sum::<usize>() as f64 / sample.len() as f64;
     drop(sample);
 
     let append = if ctx.section("append") {
@@ -524,7 +527,9 @@ fn groups_for(config: &WorkloadConfig, index: u64, mode: Mode, size: u64) -> Vec
 
 fn append_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<AppendRow>> {
     let reps = if ctx.args.quick { 1 } else { 3 };
-    eprintln!("append throughput and latency ({reps} interleaved run(s) per peer, median reported)");
+    eprintln!(
+        "append throughput and latency ({reps} interleaved run(s) per peer, median reported)"
+    );
     let mut rows = Vec::new();
     let peers = ctx.peers(&PeerKind::ALL);
     for (sessions, mode, size) in append_plan(ctx.args.quick) {
@@ -556,7 +561,13 @@ fn append_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<AppendRow>> {
             row.events_per_sec_max = hi;
             progress(format!(
                 "{:<18} {:>2} sessions  {:<26} {:>9.0} events/s  {:>7.1} MB/s  p50 {:>8.0} us  p99 {:>8.0} us",
-                row.peer, row.sessions, row.mode, row.events_per_sec, row.mb_per_sec, row.p50_us, row.p99_us
+                row.peer,
+                row.sessions,
+                row.mode,
+                row.events_per_sec,
+                row.mb_per_sec,
+                row.p50_us,
+                row.p99_us
             ));
             rows.push(row);
         }
@@ -637,7 +648,12 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 
 /// Appends `workload` (per session, its groups) to a fresh store of `peer` in `dir`: one
 /// thread per session, all started together; every group is made durable before the next.
-fn run_append(peer: PeerKind, mode: Mode, workload: &[Vec<Vec<Event>>], dir: &Path) -> BenchResult<AppendRow> {
+fn run_append(
+    peer: PeerKind,
+    mode: Mode,
+    workload: &[Vec<Vec<Event>>],
+    dir: &Path,
+) -> BenchResult<AppendRow> {
     let sessions = workload.len();
     let events: u64 = workload.iter().flatten().map(|g| g.len() as u64).sum();
     let json_bytes: u64 = workload
@@ -758,7 +774,12 @@ fn run_raw(workload: &[Vec<Vec<Event>>], dir: &Path) -> BenchResult<(f64, Vec<Du
 /// frame per flush group (the frames the flush-point workload makes, written without the syncs
 /// to save time), the others in large transactions (their layout does not depend on the
 /// transaction size). Returns (events, JSON bytes).
-fn build_dataset(peer: PeerKind, dir: &Path, config: &WorkloadConfig, turns: u64) -> BenchResult<(u64, u64)> {
+fn build_dataset(
+    peer: PeerKind,
+    dir: &Path,
+    config: &WorkloadConfig,
+    turns: u64,
+) -> BenchResult<(u64, u64)> {
     std::fs::create_dir_all(dir)?;
     let c = WorkloadConfig {
         turns,
@@ -770,7 +791,9 @@ fn build_dataset(peer: PeerKind, dir: &Path, config: &WorkloadConfig, turns: u64
             Config::default(),
             SessionlogStyle::FramesNoSync,
         )?),
-        PeerKind::SqliteFull | PeerKind::SqliteNormal => Box::new(peers::SqliteWriter::open(dir, false)?),
+        PeerKind::SqliteFull | PeerKind::SqliteNormal => {
+            Box::new(peers::SqliteWriter::open(dir, false)?)
+        }
         other => peers::open_writer(other, dir, Mode::Batch(1024))?,
     };
     writer.create(0, &session_header(0))?;
@@ -808,6 +831,8 @@ fn probe(peer: &str, dir: Option<&Path>) -> BenchResult<()> {
     let start = Instant::now();
     let loaded = if peer == SESSIONLOG_READ_ONLY {
         peers::resume_sessionlog(dir, &session_id(0), true)?
+    } else if peer == SESSIONLOG_FULL_READ {
+        peers::full_read_sessionlog(dir, &session_id(0))?
     } else {
         let peer = PeerKind::from_name(peer).ok_or_else(|| format!("unknown peer {peer}"))?;
         peers::resume(peer, dir, &session_id(0), 0)?
@@ -824,6 +849,8 @@ fn probe(peer: &str, dir: Option<&Path>) -> BenchResult<()> {
 
 /// The probe name of sessionlog's resume with a read-only open.
 pub(crate) const SESSIONLOG_READ_ONLY: &str = "sessionlog-read-only";
+/// The probe name of sessionlog read whole and folded like the peers (no surface index).
+pub(crate) const SESSIONLOG_FULL_READ: &str = "sessionlog-full-read";
 
 fn run_probe(peer: &str, dir: &Path) -> BenchResult<ProbeOutput> {
     let exe = std::env::current_exe()?;
@@ -866,7 +893,7 @@ fn resume_section(ctx: &mut Ctx<'_>) -> BenchResult<ResumeSection> {
             ));
             let runs = if target >= 1_000_000 { 2 } else { 3 };
             let probes: Vec<&str> = if peer == PeerKind::Sessionlog {
-                vec![peer.name(), SESSIONLOG_READ_ONLY]
+                vec![peer.name(), SESSIONLOG_READ_ONLY, SESSIONLOG_FULL_READ]
             } else {
                 vec![peer.name()]
             };
@@ -879,7 +906,11 @@ fn resume_section(ctx: &mut Ctx<'_>) -> BenchResult<ResumeSection> {
                     ms.push(p.ms);
                     rss = rss.max(p.rss_kb);
                     if p.loaded.events != events {
-                        return Err(format!("{name} resumed {} of {events} events", p.loaded.events).into());
+                        return Err(format!(
+                            "{name} resumed {} of {events} events",
+                            p.loaded.events
+                        )
+                        .into());
                     }
                     loaded = Some(p.loaded);
                 }
@@ -887,9 +918,16 @@ fn resume_section(ctx: &mut Ctx<'_>) -> BenchResult<ResumeSection> {
                 ms.sort_by(f64::total_cmp);
                 let row = ResumeRow {
                     peer: name.into(),
-                    kind: match (peer, name == SESSIONLOG_READ_ONLY) {
-                        (PeerKind::Sessionlog, false) => format!("{}, writable open", peers::SESSIONLOG_RESUME_KIND),
-                        (PeerKind::Sessionlog, true) => format!("{}, read-only open", peers::SESSIONLOG_RESUME_KIND),
+                    kind: match name {
+                        SESSIONLOG_READ_ONLY => {
+                            format!("{}, read-only open", peers::SESSIONLOG_RESUME_KIND)
+                        }
+                        SESSIONLOG_FULL_READ => {
+                            "read all + fold (no surface index), read-only open".into()
+                        }
+                        _ if peer == PeerKind::Sessionlog => {
+                            format!("{}, writable open", peers::SESSIONLOG_RESUME_KIND)
+                        }
                         _ => "read all + parse + fold".into(),
                     },
                     events,
@@ -948,10 +986,9 @@ fn resume_section(ctx: &mut Ctx<'_>) -> BenchResult<ResumeSection> {
             return Err(format!("the peers disagree on the resumed session: {loads:?}").into());
         }
     }
-    ctx.notes.push(format!(
-        "resume: sessionlog is measured as `{}` (open + read every event + fold the surface): the session layer's surface-only resume is not in main yet",
-        peers::SESSIONLOG_RESUME_KIND
-    ));
+    ctx.notes.push(
+        "resume: `sessionlog` is the session layer's resume (writable open, `Store::resume`, surface and derived messages; only the surface's frames are read); `sessionlog-read-only` the same through a read-only open and a session handle; `sessionlog-full-read` reads every event and folds like the peers".into(),
+    );
     ctx.notes.push(
         "resume runs in a child process per measurement (warm page cache); RSS is the child's peak (VmHWM)".into(),
     );
@@ -1017,7 +1054,11 @@ fn probe_fill(mb: u64, dir: Option<&Path>, args: &BenchArgs) -> BenchResult<()> 
 
 fn reopen_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<ReopenRow>> {
     eprintln!("reopen after a crash and index rebuild (sessionlog)");
-    let sizes_mb: &[u64] = if ctx.args.quick { &[2, 8] } else { &[16, 64, 256] };
+    let sizes_mb: &[u64] = if ctx.args.quick {
+        &[2, 8]
+    } else {
+        &[16, 64, 256]
+    };
     let mut rows = Vec::new();
     for &mb in sizes_mb {
         let dir = ctx.base.join(format!("reopen-{mb}"));
@@ -1038,7 +1079,11 @@ fn reopen_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<ReopenRow>> {
             .arg(&dir)
             .output()?;
         if !out.status.success() {
-            return Err(format!("the fill child failed: {}", String::from_utf8_lossy(&out.stderr).trim()).into());
+            return Err(format!(
+                "the fill child failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )
+            .into());
         }
         let fill: FillOutput = serde_json::from_slice(&out.stdout)?;
 
@@ -1060,7 +1105,11 @@ fn reopen_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<ReopenRow>> {
         let total: u64 = (0..8).map(|i| store.len(&session_id(i)).unwrap_or(0)).sum();
         store.close()?;
         if total != fill.events {
-            return Err(format!("after the rebuild the store holds {total} of {} events", fill.events).into());
+            return Err(format!(
+                "after the rebuild the store holds {total} of {} events",
+                fill.events
+            )
+            .into());
         }
         let row = ReopenRow {
             log_bytes: fill.log_bytes,
@@ -1117,10 +1166,13 @@ fn replay_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<ReplayRow>> {
         let mut header = f.header.clone();
         header.id = f.name.trim_end_matches(".jsonl").to_owned();
         header.cwd = Some("/home/agent/project".into());
-        let ok =
-            store.create_session(header.clone()).is_ok() && store.append_batch(&header.id, f.events.clone()).is_ok();
+        let ok = store.create_session(header.clone()).is_ok()
+            && store.append_batch(&header.id, f.events.clone()).is_ok();
         if ok && !f.events.is_empty() {
-            let groups = flush_groups(f.events).into_iter().map(|g| g.events).collect();
+            let groups = flush_groups(f.events)
+                .into_iter()
+                .map(|g| g.events)
+                .collect();
             sessions.push((header, groups));
         } else if !ok {
             refused.push(f.name);

@@ -439,7 +439,10 @@ pub fn jsonl_header_line(h: &SessionHeader) -> String {
         s.push_str(r#","cwd":"#);
         json::write_js_string(&mut s, cwd);
     }
-    s.push_str(&format!(r#","delegationDepth":{}}}"#, h.delegation_depth.unwrap_or(0)));
+    s.push_str(&format!(
+        r#","delegationDepth":{}}}"#,
+        h.delegation_depth.unwrap_or(0)
+    ));
     s
 }
 
@@ -449,7 +452,10 @@ impl Writer for JsonlWriter {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        let mut file = OpenOptions::new().create_new(true).append(true).open(&path)?;
+        let mut file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)?;
         file.write_all(format!("{}\n", jsonl_header_line(header)).as_bytes())?;
         file.sync_all()?;
         self.files
@@ -613,22 +619,44 @@ pub struct Loaded {
     pub messages: usize,
 }
 
-/// How sessionlog resumes: `"full-read"` (open + read every event + fold the surface) until
-/// the session layer's surface-only resume is in `main`.
-pub const SESSIONLOG_RESUME_KIND: &str = "full-read";
+/// What sessionlog's resume measures: the session layer's resume (checkpointed state plus
+/// the surface's frames; no replay of the log).
+pub const SESSIONLOG_RESUME_KIND: &str = "surface resume";
 
-/// Resumes session `id` of sessionlog's store in `dir`, opened writable (to go on appending)
-/// or read-only (no open-time syncs), reading every event and folding the surface.
-///
-/// The session layer's fast resume (reading only the surface's frames) plugs in here once it
-/// is in `main`; until then this is a full read ([`SESSIONLOG_RESUME_KIND`]).
+/// Resumes session `id` of sessionlog's store in `dir` through the session layer: a writable
+/// open and [`Store::resume`] (which would also append crash closers to an open turn), or a
+/// read-only open and a [`Store::session`] handle; then the surface and the derived messages.
 pub fn resume_sessionlog(dir: &Path, id: &str, read_only: bool) -> BenchResult<Loaded> {
+    let store = Store::open(
+        dir,
+        Config {
+            read_only,
+            ..Config::default()
+        },
+    )?;
+    let session = if read_only {
+        store.session(id)?
+    } else {
+        store.resume(id)?
+    };
+    let surface = session.surface()?;
+    let messages = session.messages()?;
+    Ok(Loaded {
+        events: session.len(),
+        surface: surface.len(),
+        messages: messages.len(),
+    })
+}
+
+/// sessionlog without the session layer's resume: a read-only open, every event read and
+/// folded like the peers do (what resume cost before the surface was indexed).
+pub fn full_read_sessionlog(dir: &Path, id: &str) -> BenchResult<Loaded> {
     let mut fold = SurfaceFold::default();
     let mut events = 0u64;
     let store = Store::open(
         dir,
         Config {
-            read_only,
+            read_only: true,
             ..Config::default()
         },
     )?;
@@ -703,7 +731,10 @@ pub fn resume(peer: PeerKind, dir: &Path, id: &str, index: usize) -> BenchResult
                 }
                 let value = json::parse(&line, &limits)?;
                 let obj = value.as_object().ok_or("a JSONL line is not an object")?;
-                let seq = obj.get("seq").and_then(JsonValue::as_u64).ok_or("line without seq")?;
+                let seq = obj
+                    .get("seq")
+                    .and_then(JsonValue::as_u64)
+                    .ok_or("line without seq")?;
                 let kind = obj
                     .get("type")
                     .and_then(JsonValue::as_str)
@@ -780,7 +811,9 @@ pub fn read_all(peer: PeerKind, dir: &Path, id: &str, index: usize) -> BenchResu
                 );
                 if let Some(text) = row.get::<_, Option<String>>(4)? {
                     let v = json::parse(&text, &limits)?;
-                    e.source_event_seqs = v.as_array().map(|a| a.iter().filter_map(JsonValue::as_u64).collect());
+                    e.source_event_seqs = v
+                        .as_array()
+                        .map(|a| a.iter().filter_map(JsonValue::as_u64).collect());
                 }
                 if let Some(text) = row.get::<_, Option<String>>(5)? {
                     e.surface_op = Some(parse_surface_op(&json::parse(&text, &limits)?)?);
@@ -811,7 +844,9 @@ pub fn read_all(peer: PeerKind, dir: &Path, id: &str, index: usize) -> BenchResu
                 );
                 if let Some(v) = get("sourceEventSeqs") {
                     let v = json::parse(v, &limits)?;
-                    e.source_event_seqs = v.as_array().map(|a| a.iter().filter_map(JsonValue::as_u64).collect());
+                    e.source_event_seqs = v
+                        .as_array()
+                        .map(|a| a.iter().filter_map(JsonValue::as_u64).collect());
                 }
                 if let Some(v) = get("surfaceOp") {
                     e.surface_op = Some(parse_surface_op(&json::parse(v, &limits)?)?);
@@ -829,7 +864,11 @@ pub fn parse_surface_op(v: &JsonValue) -> BenchResult<SurfaceOp> {
     if v.as_str() == Some("append") {
         return Ok(SurfaceOp::Append);
     }
-    match (v.get("op").and_then(JsonValue::as_str), v.get("start"), v.get("end")) {
+    match (
+        v.get("op").and_then(JsonValue::as_str),
+        v.get("start"),
+        v.get("end"),
+    ) {
         (Some("replace"), Some(s), Some(e)) => Ok(SurfaceOp::Replace {
             start: s.as_u64().ok_or("bad replace start")?,
             end: e.as_u64().ok_or("bad replace end")?,

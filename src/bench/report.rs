@@ -49,7 +49,8 @@ fn disk_of(dir: &Path) -> String {
         .lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() >= 3 && dir.starts_with(f[1])).then(|| (f[0].to_owned(), f[1].to_owned(), f[2].to_owned()))
+            (f.len() >= 3 && dir.starts_with(f[1]))
+                .then(|| (f[0].to_owned(), f[1].to_owned(), f[2].to_owned()))
         })
         .max_by_key(|(_, m, _)| m.len());
     let Some((dev, mount, fs)) = best else {
@@ -142,8 +143,8 @@ pub fn targets(r: &Results) -> Vec<TargetRow> {
                 rate(goal)
             ),
             measured: row.map_or("not measured".into(), |a| {
-                let jsonl =
-                    find(r, "dsh-jsonl", sessions, &flush).map_or(f64::NAN, |j| a.events_per_sec / j.events_per_sec);
+                let jsonl = find(r, "dsh-jsonl", sessions, &flush)
+                    .map_or(f64::NAN, |j| a.events_per_sec / j.events_per_sec);
                 format!(
                     "{}/s = {} x 4.8k ({} our dsh-jsonl peer)",
                     rate(a.events_per_sec),
@@ -208,7 +209,10 @@ pub fn targets(r: &Results) -> Vec<TargetRow> {
                 x.ms,
                 x.rss_mb,
                 x.kind,
-                resume_ro.map_or(String::new(), |y| format!("; {:.1} ms with a read-only open", y.ms))
+                resume_ro.map_or(String::new(), |y| format!(
+                    "; {:.1} ms with a read-only open",
+                    y.ms
+                ))
             ),
             None => "not measured".into(),
         },
@@ -251,7 +255,11 @@ pub fn targets(r: &Results) -> Vec<TargetRow> {
 pub fn markdown(r: &Results) -> String {
     let mut s = String::new();
     let m = &r.machine;
-    let _ = writeln!(s, "\n## sessionlog bench{}\n", if r.quick { " (--quick)" } else { "" });
+    let _ = writeln!(
+        s,
+        "\n## sessionlog bench{}\n",
+        if r.quick { " (--quick)" } else { "" }
+    );
     let _ = writeln!(
         s,
         "Machine: {} CPUs, {}, {}; disk {}. Workload: dsh sessions, {} events/turn, {:.0} bytes of JSON per event, a compaction every {} turns, seed {:#x}. Total {:.0} s.\n",
@@ -275,8 +283,8 @@ pub fn markdown(r: &Results) -> String {
             "| sessions | mode | peer | events/s | MB/s | p50 us | p99 us | vs sessionlog |\n|---:|---|---|---:|---:|---:|---:|---:|"
         );
         for a in &r.append {
-            let base =
-                find(r, "sessionlog", a.sessions, &a.mode).map_or(f64::NAN, |b| b.events_per_sec / a.events_per_sec);
+            let base = find(r, "sessionlog", a.sessions, &a.mode)
+                .map_or(f64::NAN, |b| b.events_per_sec / a.events_per_sec);
             let _ = writeln!(
                 s,
                 "| {} | {} | {} | {} | {:.1} | {:.0} | {:.0} | {} |",
@@ -297,7 +305,11 @@ pub fn markdown(r: &Results) -> String {
             s,
             "### Durable single-append latency (1 session, one event per write; the peers take turns write by write, so all see the same disk)\n\n| peer | durable | writes | p50 us | p90 us | p99 us | p50 vs raw disk |\n|---|---|---:|---:|---:|---:|---:|"
         );
-        let raw = r.latency.iter().find(|x| x.peer == "raw-disk").map(|x| x.p50_us);
+        let raw = r
+            .latency
+            .iter()
+            .find(|x| x.peer == "raw-disk")
+            .map(|x| x.p50_us);
         for x in &r.latency {
             let _ = writeln!(
                 s,
@@ -344,7 +356,11 @@ pub fn markdown(r: &Results) -> String {
             s,
             "### Full read of one session (open + every event as an `Event`)\n\n| events | peer | events/s | vs sessionlog |\n|---:|---|---:|---:|"
         );
-        let base = r.read.iter().find(|x| x.peer == "sessionlog").map(|x| x.events_per_sec);
+        let base = r
+            .read
+            .iter()
+            .find(|x| x.peer == "sessionlog")
+            .map(|x| x.events_per_sec);
         for x in &r.read {
             let _ = writeln!(
                 s,
@@ -427,7 +443,11 @@ pub fn markdown(r: &Results) -> String {
                 Some(false) => "**no**",
                 None => "not measured",
             };
-            let _ = writeln!(s, "| {} | {} | {} | {} |", t.name, t.target, t.measured, met);
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} |",
+                t.name, t.target, t.measured, met
+            );
         }
         s.push('\n');
     }
