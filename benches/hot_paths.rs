@@ -1,5 +1,6 @@
 //! Criterion benchmarks of sessionlog's hot paths, on the dsh workload
-//! ([`sessionlog::workload`]): frame encode/decode, buffered append, index lookup, full read.
+//! ([`sessionlog::workload`]): frame encode/decode, buffered append, index lookup, full read,
+//! derived messages and the surface resume.
 //!
 //! `cargo bench --bench hot_paths` (add `-- --quick` for a short run). The peers comparison is
 //! `sessionlog bench` (see `benches/README.md`).
@@ -12,7 +13,9 @@ use sessionlog::event::Event;
 use sessionlog::log::frame::{self, FrameLimits};
 use sessionlog::log::record::{EventRecord, Record};
 use sessionlog::store::{Config, Durability, Store};
-use sessionlog::workload::{SessionGenerator, WorkloadConfig, generate_events, session_header, session_id};
+use sessionlog::workload::{
+    SessionGenerator, WorkloadConfig, generate_events, session_header, session_id,
+};
 
 /// The records of one flush group (the turn's chunks, assistant message and tool call: 52
 /// events, ~17 KB), as a frame payload.
@@ -138,6 +141,23 @@ fn reads(c: &mut Criterion) {
             seq = (seq + 7919) % n;
             let e: Event = store.get(&id, seq).unwrap().unwrap();
             e.seq
+        })
+    });
+    g.bench_function("derive messages of a 10k-event session", |b| {
+        b.iter(|| store.messages(&id).unwrap().len())
+    });
+    g.bench_function("surface resume (read-only open, handle, messages)", |b| {
+        b.iter(|| {
+            let store = Store::open(
+                dir.path(),
+                Config {
+                    read_only: true,
+                    ..Config::default()
+                },
+            )
+            .unwrap();
+            let session = store.session(&id).unwrap();
+            session.messages().unwrap().len()
         })
     });
     g.throughput(Throughput::Elements(n));
