@@ -240,6 +240,20 @@ impl Store {
             Segments::new(config.fs.clone(), dir.join(SEGMENTS_DIR), writable)
                 .map_err(io(dir.join(SEGMENTS_DIR)))?,
         );
+        if writable {
+            // A segment (or `segments/` itself) created just before a crash may not be
+            // durable yet: make the directory entries durable before anything is appended
+            // to them.
+            config
+                .fs
+                .sync_dir(&dir.join(SEGMENTS_DIR))
+                .map_err(io(dir.join(SEGMENTS_DIR)))?;
+            config.fs.sync_dir(&dir).map_err(io(dir.clone()))?;
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                // The store directory's own entry, in case this open created it.
+                let _ = config.fs.sync_dir(parent);
+            }
+        }
         let index_path = dir.join(INDEX_FILE);
         let index = if writable {
             Index::open(&index_path)?
@@ -289,7 +303,7 @@ impl Store {
             .into_iter()
             .map(|(s, q, l)| ((s, q), l))
             .collect();
-        let store = Store {
+        let mut store = Store {
             dir,
             config,
             segments,
@@ -317,7 +331,14 @@ impl Store {
 
     /// Brings every session's surface table and state checkpoint up to its last event (after
     /// recovery indexed a tail without them), then checkpoints the index.
-    fn catch_up(&self) -> Result<(), AppendError> {
+    fn catch_up(&mut self) -> Result<(), AppendError> {
+        let mut failures = Vec::new();
+        let result = self.catch_up_into(&mut failures);
+        self.report.catch_up_failures = failures;
+        result
+    }
+
+    fn catch_up_into(&self, failures: &mut Vec<(String, String)>) -> Result<(), AppendError> {
         let behind: Vec<u64> = self
             .registry()
             .live()
@@ -331,8 +352,20 @@ impl Store {
         for number in behind {
             let core = self.core(number);
             let mut core = lock(&core);
-            self.ensure_state(number, &mut core)?;
-            self.checkpoint_state(number, &mut core)?;
+            // One damaged session must not keep the store from opening: its error is
+            // reported and comes back when the session is used.
+            match self.ensure_state(number, &mut core) {
+                Ok(()) => self.checkpoint_state(number, &mut core)?,
+                Err(e @ AppendError::PreviousIo(_)) => return Err(e),
+                Err(e) => {
+                    let id = self
+                        .registry()
+                        .get(number)
+                        .map(|r| r.header.id.clone())
+                        .unwrap_or_default();
+                    failures.push((id, e.to_string()));
+                }
+            }
         }
         // Not durable: if this is lost in a crash, the next open catches up again.
         let c = self.committer()?;
