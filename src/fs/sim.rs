@@ -518,6 +518,17 @@ impl SimFs {
         report
     }
 
+    /// Simulates the process dying while the machine stays up: every open handle stops
+    /// working and the fault schedule is cleared, but the page cache survives (unsynced writes
+    /// and directory entries stay visible and pending). A later [`SimFs::crash`] may still
+    /// lose them.
+    pub fn restart_process(&self) {
+        let mut st = lock(&self.state);
+        st.down = false;
+        st.faults = SimFaults::default();
+        st.generation += 1;
+    }
+
     /// The current contents of a file (what a reader sees), if it exists.
     pub fn read_file(&self, path: &Path) -> Option<Vec<u8>> {
         let st = lock(&self.state);
