@@ -8,6 +8,8 @@
 //! | `sessions`       | `&str` session id                | [`SessionRow`] (fixed fields + header)  |
 //! | `session_ids`    | `u64` session number             | `&str` session id                       |
 //! | `events`         | `[u8;16]` session BE ‖ seq BE    | [`Location`] (24 bytes)                 |
+//! | `surface`        | `[u8;16]` session BE ‖ seq BE    | prev ‖ next (u64 LE each, MAX = none)   |
+//! | `session_state`  | `u64` session number             | covered seq u64 LE ‖ postcard state     |
 //!
 //! The log is the truth: the index records a watermark (how far into the log it covers), and
 //! deleting `index.redb` rebuilds the same index from the segments.
@@ -29,6 +31,14 @@ pub const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("session
 pub const SESSION_IDS: TableDefinition<u64, &str> = TableDefinition::new("session_ids");
 /// `events`: (session number, seq) big-endian → [`Location`].
 pub const EVENTS: TableDefinition<&[u8; 16], &[u8; 24]> = TableDefinition::new("events");
+
+/// `surface`: (session number, seq) big-endian → prev seq ‖ next seq (u64 LE, `u64::MAX` = none).
+pub const SURFACE: TableDefinition<&[u8; 16], &[u8; 16]> = TableDefinition::new("surface");
+/// `session_state`: session number → covered seq (u64 LE) ‖ postcard `SessionState`.
+pub const SESSION_STATE: TableDefinition<u64, &[u8]> = TableDefinition::new("session_state");
+
+/// "No node" in a surface link.
+pub const NO_NODE: u64 = u64::MAX;
 
 /// `meta` key: the index format version (u32 LE).
 pub const META_FORMAT_VERSION: &str = "format_version";
@@ -129,27 +139,89 @@ impl Watermark {
 pub struct SessionRow {
     /// Store-internal session number.
     pub number: u64,
-    /// The seq the next append gets (= event count).
+    /// The seq the next append gets (= event count, inherited events included).
     pub next_seq: Seq,
-    /// Total bytes of `data` text in the session.
+    /// Total bytes of `data` text in the session's own events.
     pub data_bytes: u64,
     /// `time` of the last event (0 when empty).
     pub last_time: i64,
+    /// The parent's session number for a fork (0: not a fork).
+    pub parent: u64,
+    /// Seqs below this resolve through the parent (0: not a fork).
+    pub seed_len: Seq,
+    /// The `surface` table reflects the events with seq below this.
+    pub surface_covered: Seq,
+    /// First surface node ([`NO_NODE`] when empty).
+    pub surface_head: Seq,
+    /// Last surface node ([`NO_NODE`] when empty).
+    pub surface_tail: Seq,
+    /// Number of surface nodes.
+    pub surface_len: u64,
+    /// Number of surface replacements (dsh's `replaceGeneration`).
+    pub replace_generation: u64,
+    /// Live forks that inherit this session's events.
+    pub children: u32,
+    /// Bit 0: deleted (kept only because forks still inherit its events).
+    pub flags: u32,
     /// The session header.
-    pub header: SessionHeader,
+    pub header: std::sync::Arc<SessionHeader>,
 }
 
+/// [`SessionRow::flags`] bit: the session was deleted but forks still pin its events.
+pub const FLAG_DELETED: u32 = 1;
+
+/// Bytes of the fixed part of a session row.
+pub const SESSION_ROW_FIXED: usize = 96;
+
 impl SessionRow {
-    /// Encoding: number u64 LE ‖ next_seq u64 LE ‖ data_bytes u64 LE ‖ last_time i64 LE ‖
+    /// A fresh row for a new, empty session.
+    pub fn new(number: u64, header: SessionHeader) -> Self {
+        SessionRow {
+            number,
+            next_seq: 0,
+            data_bytes: 0,
+            last_time: 0,
+            parent: 0,
+            seed_len: 0,
+            surface_covered: 0,
+            surface_head: NO_NODE,
+            surface_tail: NO_NODE,
+            surface_len: 0,
+            replace_generation: 0,
+            children: 0,
+            flags: 0,
+            header: std::sync::Arc::new(header),
+        }
+    }
+
+    /// True when the session was deleted (and is kept only for its forks).
+    pub fn is_deleted(&self) -> bool {
+        self.flags & FLAG_DELETED != 0
+    }
+
+    /// Encoding (format-spec.md §5): eleven u64/i64 LE fields, children u32, flags u32, then
     /// postcard(SessionHeader).
     pub fn encode(&self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(64);
-        b.extend_from_slice(&self.number.to_le_bytes());
-        b.extend_from_slice(&self.next_seq.to_le_bytes());
-        b.extend_from_slice(&self.data_bytes.to_le_bytes());
-        b.extend_from_slice(&self.last_time.to_le_bytes());
+        let mut b = Vec::with_capacity(SESSION_ROW_FIXED + 32);
+        for v in [
+            self.number,
+            self.next_seq,
+            self.data_bytes,
+            self.last_time as u64,
+            self.parent,
+            self.seed_len,
+            self.surface_covered,
+            self.surface_head,
+            self.surface_tail,
+            self.surface_len,
+            self.replace_generation,
+        ] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&self.children.to_le_bytes());
+        b.extend_from_slice(&self.flags.to_le_bytes());
         // Serialising an in-memory header cannot fail (no maps, no unsupported types).
-        if let Ok(h) = postcard::to_allocvec(&self.header) {
+        if let Ok(h) = postcard::to_allocvec(&*self.header) {
             b.extend_from_slice(&h);
         }
         b
@@ -157,22 +229,74 @@ impl SessionRow {
 
     /// Decodes a row.
     pub fn decode(b: &[u8]) -> Result<Self, IndexError> {
-        if b.len() < 32 {
+        if b.len() < SESSION_ROW_FIXED {
             return Err(malformed(
                 "sessions",
-                format!("row is {} bytes, at least 32 expected", b.len()),
+                format!(
+                    "row is {} bytes, at least {SESSION_ROW_FIXED} expected",
+                    b.len()
+                ),
             ));
         }
-        let header: SessionHeader = postcard::from_bytes(&b[32..])
+        let header: SessionHeader = postcard::from_bytes(&b[SESSION_ROW_FIXED..])
             .map_err(|e| malformed("sessions", format!("header: {e}")))?;
+        let f = |i: usize| u64_le(&b[i * 8..i * 8 + 8]);
         Ok(SessionRow {
-            number: u64_le(&b[0..8]),
-            next_seq: u64_le(&b[8..16]),
-            data_bytes: u64_le(&b[16..24]),
-            last_time: u64_le(&b[24..32]) as i64,
-            header,
+            number: f(0),
+            next_seq: f(1),
+            data_bytes: f(2),
+            last_time: f(3) as i64,
+            parent: f(4),
+            seed_len: f(5),
+            surface_covered: f(6),
+            surface_head: f(7),
+            surface_tail: f(8),
+            surface_len: f(9),
+            replace_generation: f(10),
+            children: u32_le(&b[88..92]),
+            flags: u32_le(&b[92..96]),
+            header: std::sync::Arc::new(header),
         })
     }
+}
+
+/// A change to the index besides event locations and session rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexOp {
+    /// Insert or replace a surface node's links.
+    Link {
+        /// Session number.
+        session: u64,
+        /// The node.
+        seq: Seq,
+        /// Previous node ([`NO_NODE`] for the head).
+        prev: Seq,
+        /// Next node ([`NO_NODE`] for the tail).
+        next: Seq,
+    },
+    /// Remove a surface node.
+    Unlink {
+        /// Session number.
+        session: u64,
+        /// The node.
+        seq: Seq,
+    },
+    /// Store a session-state checkpoint covering the events below `covered`.
+    State {
+        /// Session number.
+        session: u64,
+        /// Events below this seq are folded in.
+        covered: Seq,
+        /// postcard `SessionState`.
+        bytes: Vec<u8>,
+    },
+    /// Remove everything of a session (its row, id, events, surface, state).
+    Purge {
+        /// Session number.
+        session: u64,
+        /// Its id.
+        id: String,
+    },
 }
 
 /// Changes to write to the index in one transaction.
@@ -182,12 +306,14 @@ pub struct IndexBatch {
     pub sessions: Vec<SessionRow>,
     /// Event locations to insert.
     pub events: Vec<(u64, Seq, Location)>,
+    /// Surface, state and purge operations, applied in order after the locations.
+    pub ops: Vec<IndexOp>,
 }
 
 impl IndexBatch {
     /// True when there is nothing to write.
     pub fn is_empty(&self) -> bool {
-        self.sessions.is_empty() && self.events.is_empty()
+        self.sessions.is_empty() && self.events.is_empty() && self.ops.is_empty()
     }
 }
 
@@ -225,12 +351,16 @@ impl Index {
     /// Opens (or creates) `index.redb` for writing.
     pub fn open(path: &Path) -> Result<Index, IndexError> {
         let db = Database::create(path)?;
-        let txn = db.begin_write()?;
+        let mut txn = db.begin_write()?;
+        // Creating missing tables need not be durable: a lost creation is redone next open.
+        txn.set_durability(Durability::None)?;
         {
             txn.open_table(META)?;
             txn.open_table(SESSIONS)?;
             txn.open_table(SESSION_IDS)?;
             txn.open_table(EVENTS)?;
+            txn.open_table(SURFACE)?;
+            txn.open_table(SESSION_STATE)?;
         }
         txn.commit()?;
         Ok(Index { db: Db::Write(db) })
@@ -330,6 +460,50 @@ impl Index {
             for (session, seq, loc) in &batch.events {
                 events.insert(&event_key(*session, *seq), &loc.encode())?;
             }
+            let mut surface = txn.open_table(SURFACE)?;
+            let mut states = txn.open_table(SESSION_STATE)?;
+            for op in &batch.ops {
+                match op {
+                    IndexOp::Link {
+                        session,
+                        seq,
+                        prev,
+                        next,
+                    } => {
+                        let mut v = [0u8; 16];
+                        v[0..8].copy_from_slice(&prev.to_le_bytes());
+                        v[8..16].copy_from_slice(&next.to_le_bytes());
+                        surface.insert(&event_key(*session, *seq), &v)?;
+                    }
+                    IndexOp::Unlink { session, seq } => {
+                        surface.remove(&event_key(*session, *seq))?;
+                    }
+                    IndexOp::State {
+                        session,
+                        covered,
+                        bytes,
+                    } => {
+                        let mut v = Vec::with_capacity(8 + bytes.len());
+                        v.extend_from_slice(&covered.to_le_bytes());
+                        v.extend_from_slice(bytes);
+                        states.insert(*session, v.as_slice())?;
+                    }
+                    IndexOp::Purge { session, id } => {
+                        let lo = event_key(*session, 0);
+                        let hi = event_key(*session, u64::MAX);
+                        events.retain_in::<&[u8; 16], _>(&lo..=&hi, |_, _| false)?;
+                        surface.retain_in::<&[u8; 16], _>(&lo..=&hi, |_, _| false)?;
+                        states.remove(*session)?;
+                        ids.remove(*session)?;
+                        let same = sessions.get(id.as_str())?.is_some_and(|v| {
+                            v.value().get(0..8) == Some(&session.to_le_bytes()[..])
+                        });
+                        if same {
+                            sessions.remove(id.as_str())?;
+                        }
+                    }
+                }
+            }
         }
         txn.commit()?;
         Ok(())
@@ -343,14 +517,50 @@ impl Index {
         txn.delete_table(SESSIONS)?;
         txn.delete_table(SESSION_IDS)?;
         txn.delete_table(EVENTS)?;
+        txn.delete_table(SURFACE)?;
+        txn.delete_table(SESSION_STATE)?;
         {
             txn.open_table(META)?;
             txn.open_table(SESSIONS)?;
             txn.open_table(SESSION_IDS)?;
             txn.open_table(EVENTS)?;
+            txn.open_table(SURFACE)?;
+            txn.open_table(SESSION_STATE)?;
         }
         txn.commit()?;
         Ok(())
+    }
+
+    /// Every surface node of `session` with its (prev, next) links.
+    pub fn surface_links(&self, session: u64) -> Result<Vec<(Seq, Seq, Seq)>, IndexError> {
+        let txn = self.begin_read()?;
+        let table = txn.open_table(SURFACE)?;
+        let lo = event_key(session, 0);
+        let hi = event_key(session, u64::MAX);
+        let mut out = Vec::new();
+        for item in table.range::<&[u8; 16]>(&lo..=&hi)? {
+            let (k, v) = item?;
+            let (k, v) = (k.value(), v.value());
+            out.push((u64_be(&k[8..16]), u64_le(&v[0..8]), u64_le(&v[8..16])));
+        }
+        Ok(out)
+    }
+
+    /// The session-state checkpoint of `session`: (covered seq, postcard bytes).
+    pub fn state(&self, session: u64) -> Result<Option<(Seq, Vec<u8>)>, IndexError> {
+        let txn = self.begin_read()?;
+        let table = txn.open_table(SESSION_STATE)?;
+        let Some(v) = table.get(session)? else {
+            return Ok(None);
+        };
+        let v = v.value();
+        if v.len() < 8 {
+            return Err(malformed(
+                "session_state",
+                format!("value is {} bytes", v.len()),
+            ));
+        }
+        Ok(Some((u64_le(&v[0..8]), v[8..].to_vec())))
     }
 
     /// Looks up one event's location.
@@ -380,7 +590,7 @@ impl Index {
         let hi = event_key(session, to);
         for item in table.range::<&[u8; 16]>(&lo..&hi)? {
             let (k, v) = item?;
-            let seq = u64::from_be_bytes(k.value()[8..16].try_into().unwrap_or([0; 8]));
+            let seq = u64_be(&k.value()[8..16]);
             out.push((seq, Location::decode(v.value())));
             if out.len() >= limit {
                 break;
@@ -421,6 +631,18 @@ impl Index {
             let (k, v) = item?;
             out.push(("events".into(), k.value().to_vec(), v.value().to_vec()));
         }
+        for item in txn.open_table(SURFACE)?.iter()? {
+            let (k, v) = item?;
+            out.push(("surface".into(), k.value().to_vec(), v.value().to_vec()));
+        }
+        for item in txn.open_table(SESSION_STATE)?.iter()? {
+            let (k, v) = item?;
+            out.push((
+                "session_state".into(),
+                k.value().to_be_bytes().to_vec(),
+                v.value().to_vec(),
+            ));
+        }
         Ok(out)
     }
 }
@@ -436,6 +658,12 @@ fn u64_le(b: &[u8]) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[..8]);
     u64::from_le_bytes(a)
+}
+
+fn u64_be(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_be_bytes(a)
 }
 
 fn u32_le(b: &[u8]) -> u32 {

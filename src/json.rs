@@ -2017,7 +2017,16 @@ pub fn raw_members_with<'a>(
     text: &'a str,
     limits: &JsonLimits,
 ) -> Result<Vec<RawMember<'a>>, JsonError> {
-    validate(text, limits)?;
+    raw_members_with_policy(text, limits, NegativeZero::Refuse)
+}
+
+/// [`raw_members`] with explicit limits and [`NegativeZero`] policy.
+pub fn raw_members_with_policy<'a>(
+    text: &'a str,
+    limits: &JsonLimits,
+    negative_zero: NegativeZero,
+) -> Result<Vec<RawMember<'a>>, JsonError> {
+    validate_with(text, limits, negative_zero)?;
     let b = text.as_bytes();
     let start = skip_ws(b, 0);
     if b.get(start) != Some(&b'{') {
@@ -2043,7 +2052,17 @@ pub fn raw_members_with<'a>(
 /// assert_eq!(raw_member(data, &["missing"]).unwrap(), None);
 /// ```
 pub fn raw_member<'a>(text: &'a str, path: &[&str]) -> Result<Option<&'a str>, JsonError> {
-    validate(text, &JsonLimits::default())?;
+    raw_member_with_policy(text, path, &JsonLimits::default(), NegativeZero::Refuse)
+}
+
+/// [`raw_member`] with explicit limits and [`NegativeZero`] policy.
+pub fn raw_member_with_policy<'a>(
+    text: &'a str,
+    path: &[&str],
+    limits: &JsonLimits,
+    negative_zero: NegativeZero,
+) -> Result<Option<&'a str>, JsonError> {
+    validate_with(text, limits, negative_zero)?;
     let b = text.as_bytes();
     let mut pos = skip_ws(b, 0);
     for key in path {

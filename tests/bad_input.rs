@@ -109,36 +109,36 @@ fn malformed_events_get_typed_errors_and_change_nothing() {
         (
             "surfaceOp on a log-only type",
             ev("turn/start", 1, "{}").with_surface_op(SurfaceOp::Append),
-            |e| matches!(e, AppendError::Envelope { .. }),
+            |e| matches!(e, AppendError::Semantics { .. }),
         ),
         (
             "surface type without surfaceOp",
             ev("user/message", 1, user),
-            |e| matches!(e, AppendError::Envelope { .. }),
+            |e| matches!(e, AppendError::Semantics { .. }),
         ),
         (
             "sourceEventSeqs on a log-only type",
             ev("turn/start", 1, "{}").with_sources(vec![0]),
-            |e| matches!(e, AppendError::Envelope { .. }),
+            |e| matches!(e, AppendError::Semantics { .. }),
         ),
         (
             "sourceEventSeqs pointing forward",
             ev("user/message", 1, user)
                 .with_surface_op(SurfaceOp::Append)
                 .with_sources(vec![1]),
-            |e| matches!(e, AppendError::Envelope { .. }),
+            |e| matches!(e, AppendError::Semantics { .. }),
         ),
         (
             "duplicate sourceEventSeqs",
             ev("user/message", 1, user)
                 .with_surface_op(SurfaceOp::Append)
                 .with_sources(vec![0, 0]),
-            |e| matches!(e, AppendError::Envelope { .. }),
+            |e| matches!(e, AppendError::Semantics { .. }),
         ),
         (
             "retired request/header-delta",
             ev("request/header-delta", 1, "{}"),
-            |e| matches!(e, AppendError::Envelope { .. }),
+            |e| matches!(e, AppendError::Semantics { .. }),
         ),
         (
             "time beyond a safe integer",

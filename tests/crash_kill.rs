@@ -9,6 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use sessionlog::session::InvariantMode;
 use sessionlog::store::{Config, Store};
 use sessionlog::workload::synthetic_event;
 
@@ -74,7 +75,12 @@ fn killed_writers_lose_nothing_acknowledged() {
             *e = (*e).max(seq + 1);
         }
 
-        let store = Store::open(dir.path(), Config::default()).unwrap();
+        // Open as the writer does (its synthetic workload runs with invariants off).
+        let config = Config {
+            invariants: InvariantMode::Off,
+            ..Config::default()
+        };
+        let store = Store::open(dir.path(), config).unwrap();
         tails_scanned += store.recovery_report().frames_scanned;
         for (&t, &count) in &acked {
             let id = format!("w{t}");

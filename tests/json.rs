@@ -421,7 +421,7 @@ fn arb_value() -> impl Strategy<Value = JsonValue> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
     #[test]
     fn stringify_parse_is_a_fixed_point(v in arb_value()) {
         let text = stringify(&v);

@@ -11,11 +11,12 @@ mod session_fixtures;
 
 use session_fixtures::{Fixture, expected, fixture_names, fixtures_root, load_fixture};
 use sessionlog::event::Event;
+use sessionlog::interop::jsonl::{ReadOptions, read};
 use sessionlog::json::{JsonLimits, JsonValue, parse, stringify};
-use sessionlog::session::RawDefects;
 use sessionlog::session::derive::MessageCache;
 use sessionlog::session::invariants::{InvariantMode, verify};
-use sessionlog::session::load::{LoadError, LoadedSession, load_stored_raw};
+use sessionlog::session::load::{LoadError, LoadedSession, load_stored, load_stored_raw};
+use sessionlog::session::{RawDefects, SessionState};
 use std::collections::BTreeMap;
 
 fn ok_of(v: &JsonValue) -> Result<(), String> {
@@ -60,8 +61,7 @@ fn with_closers(loaded: &mut LoadedSession, events: &mut Vec<Event>) {
     }
 }
 
-fn compare(fx: &Fixture, exp: &JsonValue, loaded: &mut LoadedSession, stored_events: &[Event]) {
-    let base = &fx.base;
+fn compare(base: &str, exp: &JsonValue, loaded: &mut LoadedSession, stored_events: &[Event]) {
     let mut view: Vec<Event> = loaded.view.apply(stored_events);
     with_closers(loaded, &mut view);
     let count = exp
@@ -149,7 +149,7 @@ fn every_fixture_matches_dsh() {
             Some("jsonl_load") if fx.full_form => {
                 let mut loaded = load(&fx, &fx.events).unwrap_or_else(|e| panic!("{base}: {e}"));
                 let stored: Vec<Event> = fx.events.iter().map(|e| e.event.clone()).collect();
-                compare(&fx, &exp, &mut loaded, &stored);
+                compare(base, &exp, &mut loaded, &stored);
                 Verdict::Matches("jsonl")
             }
             Some("jsonl_load") => {
@@ -160,13 +160,13 @@ fn every_fixture_matches_dsh() {
                     "{base}: torn-tail model does not apply"
                 );
                 let mut loaded = load(&fx, &[]).unwrap_or_else(|e| panic!("{base}: {e}"));
-                compare(&fx, &exp, &mut loaded, &[]);
+                compare(base, &exp, &mut loaded, &[]);
                 Verdict::Matches("jsonl (torn tail)")
             }
             Some("seed_load") => {
                 let mut loaded = load(&fx, &fx.events).unwrap_or_else(|e| panic!("{base}: {e}"));
                 let stored: Vec<Event> = fx.events.iter().map(|e| e.event.clone()).collect();
-                compare(&fx, &exp, &mut loaded, &stored);
+                compare(base, &exp, &mut loaded, &stored);
                 Verdict::Matches("seed")
             }
             Some(other) => panic!("{base}: unknown derived_from {other}"),
@@ -226,6 +226,7 @@ fn every_fixture_matches_dsh() {
 fn invariant_verdicts_of_fixtures() {
     let Some(root) = fixtures_root() else { return };
     let mut table: Vec<(String, usize, String)> = Vec::new();
+    let mut max_state = (0usize, 0usize);
     for base in fixture_names(&root) {
         let fx = load_fixture(&root, &base);
         let Some(header) = fx.header.as_ref() else {
@@ -236,6 +237,18 @@ fn invariant_verdicts_of_fixtures() {
         };
         let stored: Vec<Event> = fx.events.iter().map(|e| e.event.clone()).collect();
         let view = loaded.view.apply(&stored);
+        // The incremental state round-trips through postcard and equals a rebuild of the view.
+        let bytes = loaded.state.to_bytes().expect("serialise");
+        assert_eq!(
+            SessionState::from_bytes(&bytes).expect("deserialise"),
+            loaded.state
+        );
+        assert_eq!(
+            SessionState::rebuild(&view, InvariantMode::Off).expect("rebuild"),
+            loaded.state,
+            "{base}"
+        );
+        max_state = max_state.max((bytes.len(), view.len()));
         let violations = verify(&view);
         assert_eq!(
             violations.len() as u64,
@@ -248,6 +261,10 @@ fn invariant_verdicts_of_fixtures() {
             .unwrap_or_default();
         table.push((base, violations.len(), first));
     }
+    eprintln!(
+        "largest serialised state: {} bytes ({} events)",
+        max_state.0, max_state.1
+    );
     for (base, n, first) in &table {
         if *n > 0 {
             eprintln!("{n:>4} {base} {first}");
@@ -290,4 +307,50 @@ fn invariant_verdicts_of_fixtures() {
         .collect();
     assert_eq!(violating, VIOLATING.to_vec());
     assert_eq!(table.len(), 110, "fixtures the session layer loads");
+}
+
+/// dsh's `jsonl_load` path end to end: `interop::jsonl::read` (header rules, torn tails,
+/// packed rows) and then the session layer. The verdict must agree with dsh's on every file;
+/// session-layer refusals must carry dsh's exact text; loaded files must derive dsh's surface
+/// and messages.
+#[test]
+fn jsonl_reader_then_session_layer_agree_with_dsh() {
+    let Some(root) = fixtures_root() else { return };
+    let (mut loaded_count, mut refused_count) = (0, 0);
+    for base in fixture_names(&root) {
+        let raw = std::fs::read_to_string(root.join("dsh-sessions").join(format!("{base}.jsonl")))
+            .expect("fixture");
+        let text = session_fixtures::substitute(&raw, &base);
+        let exp = expected(&root, &base);
+        let dsh = ok_of(exp.get("jsonl_load").expect("jsonl_load"));
+        let ours = match read(text.as_bytes(), &ReadOptions::default()) {
+            Ok(log) => load_stored(&log.header.id, &log.header, &log.events, InvariantMode::Off)
+                .map(|loaded| (log, loaded))
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match (dsh, ours) {
+            (Ok(()), Ok((log, mut loaded))) => {
+                assert_eq!(
+                    exp.get("derived_from").and_then(|d| d.as_str()),
+                    Some("jsonl_load")
+                );
+                compare(&base, &exp, &mut loaded, &log.events);
+                loaded_count += 1;
+            }
+            (Err(message), Err(ours)) => {
+                if is_session_layer_refusal(&message) {
+                    assert_eq!(ours, message, "{base}");
+                } else {
+                    assert!(
+                        ours.starts_with("corrupt session log"),
+                        "{base}: {ours} vs dsh {message}"
+                    );
+                }
+                refused_count += 1;
+            }
+            (dsh, ours) => panic!("{base}: dsh {dsh:?}, ours {:?}", ours.map(|_| ())),
+        }
+    }
+    assert_eq!((loaded_count, refused_count), (82, 38));
 }

@@ -270,14 +270,14 @@ fn an_index_ahead_of_the_log_is_rolled_back() {
 fn second_writer_is_locked_out_readers_share() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let store = Store::open(dir.path(), Config::default()).unwrap();
+        let store = Store::open(dir.path(), config(Durability::Sync)).unwrap();
         fill(&store, 1, 3);
     }
     let r1 = Store::open(
         dir.path(),
         Config {
             read_only: true,
-            ..Config::default()
+            ..config(Durability::Sync)
         },
     )
     .unwrap();
@@ -285,7 +285,7 @@ fn second_writer_is_locked_out_readers_share() {
         dir.path(),
         Config {
             read_only: true,
-            ..Config::default()
+            ..config(Durability::Sync)
         },
     )
     .unwrap();
@@ -297,7 +297,7 @@ fn second_writer_is_locked_out_readers_share() {
     drop((r1, r2));
 
     // A second writer in another process is refused, naming the holder.
-    let _w = Store::open(dir.path(), Config::default()).unwrap();
+    let _w = Store::open(dir.path(), config(Durability::Sync)).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_sessionlog"))
         .args(["--store", dir.path().to_str().unwrap(), "verify"])
         .output()
@@ -315,7 +315,7 @@ fn second_writer_is_locked_out_readers_share() {
 fn unsupported_format_version_is_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let store = Store::open(dir.path(), Config::default()).unwrap();
+        let store = Store::open(dir.path(), config(Durability::Sync)).unwrap();
         fill(&store, 1, 3);
     }
     let seg = dir.path().join("segments/00000000000000000001.seg");
@@ -324,7 +324,7 @@ fn unsupported_format_version_is_refused_clearly() {
     let crc = crc32fast::hash(&bytes[0..28]);
     bytes[28..32].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&seg, &bytes).unwrap();
-    let err = Store::open(dir.path(), Config::default()).unwrap_err();
+    let err = Store::open(dir.path(), config(Durability::Sync)).unwrap_err();
     assert!(
         matches!(
             err,
@@ -342,7 +342,7 @@ fn unsupported_format_version_is_refused_clearly() {
 #[test]
 fn batch_append_is_atomic() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), Config::default()).unwrap();
+    let store = Store::open(dir.path(), config(Durability::Sync)).unwrap();
     store.create_session(SessionHeader::new("a", 1)).unwrap();
     let good = synthetic_event(0, 0);
     let bad = Event::new("turn/start", 1, 0, "{not json");

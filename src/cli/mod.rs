@@ -150,7 +150,14 @@ fn crash_writer(dir: &std::path::Path, threads: u64) -> Result<(), Box<dyn std::
     use std::io::Write;
     use std::sync::Arc;
 
-    let store = Arc::new(Store::open(dir, Config::default())?);
+    // The synthetic workload does not follow dsh's turn/step invariants; surface rules apply.
+    let store = Arc::new(Store::open(
+        dir,
+        Config {
+            invariants: crate::session::InvariantMode::Off,
+            ..Config::default()
+        },
+    )?);
     let out = Arc::new(std::sync::Mutex::new(std::io::stdout()));
     let handles: Vec<_> = (0..threads)
         .map(|t| {

@@ -24,6 +24,7 @@ pub struct Segments {
     dir: PathBuf,
     writable: bool,
     handles: Mutex<BTreeMap<u64, Arc<dyn StorageFile>>>,
+    frames_read: std::sync::atomic::AtomicU64,
 }
 
 impl Segments {
@@ -37,6 +38,7 @@ impl Segments {
             dir,
             writable,
             handles: Mutex::new(BTreeMap::new()),
+            frames_read: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -105,6 +107,11 @@ impl Segments {
         self.fs.sync_dir(&self.dir)
     }
 
+    /// Frames read by [`Segments::read_frame`] so far.
+    pub fn frames_read(&self) -> u64 {
+        self.frames_read.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Reads and checks the frame at `position` whose on-disk length is `frame_len`, returning
     /// its decompressed payload.
     pub fn read_frame(
@@ -133,6 +140,8 @@ impl Segments {
             }));
         }
         let file = self.file(position.segment).map_err(io_err)?;
+        self.frames_read
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut buf = vec![0u8; frame_len as usize];
         file.read_exact_at(&mut buf, position.offset).map_err(|e| {
             if e.kind() == io::ErrorKind::UnexpectedEof {

@@ -27,6 +27,23 @@ pub enum Record {
         /// The event.
         event: EventRecord,
     },
+    /// A session was forked: its first `seed_length` events are the parent's (zero-copy).
+    /// Postcard variant 2.
+    ForkSession {
+        /// The child's session number.
+        session: u64,
+        /// The parent's session number.
+        parent: u64,
+        /// Number of inherited events (seqs `0..seed_length` resolve through the parent).
+        seed_length: u64,
+        /// The child's header.
+        header: SessionHeader,
+    },
+    /// A session was deleted. Postcard variant 3.
+    DeleteSession {
+        /// The session number.
+        session: u64,
+    },
 }
 
 /// The stored form of an [`Event`]: the same fields in a fixed order.

@@ -2,7 +2,7 @@
 //!
 //! Every message reproduces dsh's wording (the fragment dsh's own tests match), so a refusal
 //! reads the same whether dsh or sessionlog reports it. The context wrappers
-//! ([`AppendError`], [`LoadError`]) add the seq or index where the rule failed.
+//! ([`AppendError`], [`LoadError`](super::load::LoadError)) add the seq or index where the rule failed.
 
 use crate::event::Seq;
 use std::fmt;
@@ -76,6 +76,24 @@ pub enum ShapeError {
     LegacyHeaderDelta {
         /// Where.
         subject: Subject,
+    },
+    /// A retired record type dsh refuses or rewrites on load (`mode/set`,
+    /// `steering/message`): refused on append so every stored log reloads.
+    #[error("{subject} uses unsupported legacy {kind} format")]
+    LegacyType {
+        /// Where.
+        subject: Subject,
+        /// The retired type.
+        kind: String,
+    },
+    /// A `turn/start`/`turn/end` dsh's loader refuses as a malformed pre-react-loop record
+    /// (e.g. `turn` < 1, extra keys, an unknown-shaped reason): refused on append.
+    #[error("{subject} is a malformed pre-react-loop {kind} (dsh refuses to load it)")]
+    MalformedTurnRecord {
+        /// Where.
+        subject: Subject,
+        /// `turn/start` or `turn/end`.
+        kind: String,
     },
     /// `request/header` with `reason: "fallback"`.
     #[error("{subject} uses unsupported legacy request/header reason \"fallback\"")]
@@ -402,6 +420,9 @@ pub enum AppendError {
         #[from]
         source: InvariantViolation,
     },
+    /// The plan was made for another state (see [`StalePlan`]).
+    #[error(transparent)]
+    Stale(#[from] StalePlan),
 }
 
 impl AppendError {
@@ -412,6 +433,7 @@ impl AppendError {
             | AppendError::Envelope { seq, .. }
             | AppendError::Surface { seq, .. } => *seq,
             AppendError::Invariant { source } => source.seq,
+            AppendError::Stale(stale) => stale.planned,
         }
     }
 }

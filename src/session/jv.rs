@@ -597,7 +597,6 @@ impl<'t> Parser<'t> {
                             Some(b']') => {
                                 self.pos += 1;
                                 let Some(Frame::Arr(s, items)) = stack.pop() else {
-                                    unreachable_frame();
                                     return self.err("internal parser state");
                                 };
                                 done = self.push(s, Payload::Arr(items));
@@ -621,7 +620,6 @@ impl<'t> Parser<'t> {
                             Some(b'}') => {
                                 self.pos += 1;
                                 let Some(Frame::Obj(s, members, _)) = stack.pop() else {
-                                    unreachable_frame();
                                     return self.err("internal parser state");
                                 };
                                 done = self.push(s, Payload::Obj(order_members(members)));
@@ -662,7 +660,11 @@ impl<'t> Parser<'t> {
     }
 
     fn literal(&mut self, word: &'static str) -> Result<(), JsonDefect> {
-        if self.bytes[self.pos..].starts_with(word.as_bytes()) {
+        if self
+            .bytes
+            .get(self.pos..)
+            .is_some_and(|rest| rest.starts_with(word.as_bytes()))
+        {
             self.pos += word.len();
             Ok(())
         } else {
@@ -837,8 +839,6 @@ impl<'t> Parser<'t> {
         }
     }
 }
-
-fn unreachable_frame() {}
 
 /// Inserts with `JSON.parse` semantics: a repeated key keeps its first position and takes
 /// the last value.
@@ -1027,6 +1027,48 @@ mod tests {
         let c = Doc::parse(r#"{"b":"s","a":[1,{"y":null}]}"#).unwrap();
         assert!(a.root().deep_eq(&b.root()));
         assert!(!a.root().deep_eq(&c.root()));
+    }
+
+    /// The session reader and `crate::json` agree on every line of the dsh fixtures and on a
+    /// set of edge cases: same acceptance, same `JSON.stringify` output.
+    #[test]
+    fn agrees_with_crate_json() {
+        let limits = crate::json::JsonLimits::default();
+        let check = |text: &str| {
+            let ours = Doc::parse_lossless(text);
+            let theirs = crate::json::parse(text, &limits);
+            assert_eq!(ours.is_ok(), theirs.is_ok(), "{text:?}");
+            if let (Ok(a), Ok(b)) = (ours, theirs) {
+                assert_eq!(a.root().stringify(), crate::json::stringify(&b), "{text:?}");
+            }
+        };
+        for t in [
+            r#"{"b":1,"10":2,"a":3,"2":4,"-1":5,"01":6,"4294967295":7,"4294967294":8}"#,
+            r#"["\ud800\udc00","\udc00\ud800","\ud800","\u0000\u001f\u007f\u2028"]"#,
+            "[1e21,1e-7,123e-20,0.1,-0.5,5e-324,1.7976931348623157e308]",
+            "-0",
+            "1e400",
+            r#"{"a":1,"a":{"b":2},"c":[]}"#,
+            " \t\n[ ] ",
+            "[1,]",
+            r#""\x""#,
+        ] {
+            check(t);
+        }
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/fixtures/dsh-sessions");
+        let Ok(dir) = std::fs::read_dir(&root) else {
+            eprintln!("skipping: {} not found", root.display());
+            return;
+        };
+        for entry in dir.flatten() {
+            let Ok(text) = std::fs::read_to_string(entry.path()) else {
+                continue;
+            };
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                check(line);
+            }
+        }
     }
 
     #[test]

@@ -1,17 +1,36 @@
 //! Session semantics: surface, derived messages, invariants, crash repair, fork.
 //!
 //! This is dsh's session behaviour (`@monotykamary/dsh-session`) as pure, in-memory Rust over
-//! [`Event`](crate::event::Event)s. Nothing here does I/O: the store keeps the log and calls
+//! [`Event`]s. Nothing here does I/O: the store keeps the log and calls
 //! in.
 //!
 //! - [`SessionState`] is everything an append needs, kept incrementally (next seq, surface,
 //!   commit orders, invariant trace, repair scan, turn marks) and serialisable with serde.
 //! - Appends go [`SessionState::plan_append`] → (store writes the event) →
 //!   [`SessionState::apply`]. A plan carries the [`SurfaceChange`] to persist.
-//! - [`derive`] projects the surface to messages ([`MessageCache`] is the incremental form).
+//! - [`mod@derive`] projects the surface to messages ([`derive::MessageCache`] is the
+//!   incremental form).
 //! - [`load`] validates a stored log the way dsh's persistence load does (legacy shapes,
 //!   vocabulary, envelope, surface) and builds the state; [`repair`] makes crash closers;
 //!   [`fork`] plans a child session.
+//!
+//! # How the store drives it
+//!
+//! | step | call |
+//! |---|---|
+//! | create | [`SessionState::with_invariants`] (+ [`header::validate_header`]) |
+//! | append | [`SessionState::plan_append`]`(&event, &lookup)` → write the event → [`SessionState::apply`]`(plan)`; persist [`AppendPlan::surface_change`] |
+//! | import / cold load | [`load::load_stored`] / [`load::load_stored_raw`] (raw lines: [`load::parse_stored_event`]) |
+//! | resume for writing | append [`SessionState::resume_events`]`(now)` (crash closers, then `session/end-seed`) |
+//! | rebuild (recovery) | [`SessionState::rebuild`]`(&events, mode)` |
+//! | checkpoint | [`SessionState::to_bytes`] / [`SessionState::from_bytes`] (postcard) |
+//! | messages | [`derive::MessageCache::refresh`] (or [`derive::MessageCache::observe`] after an apply) |
+//! | fork | [`fork::plan_fork`], then rebuild or reuse `child_state`, then the end-seed |
+//! | verify | [`invariants::verify`] |
+//!
+//! `lookup` ([`EventLookup`]) answers "the event at seq N" with legacy shapes converted
+//! ([`legacy::LegacyView::overlay`] for imported logs); it is asked only for a `tool/result`
+//! rewrite's target and for surface nodes when deriving messages.
 //!
 //! ```
 //! use sessionlog::event::{Event, SurfaceOp};
@@ -46,6 +65,7 @@ pub mod known;
 pub mod legacy;
 pub mod load;
 pub mod repair;
+pub mod request;
 pub(crate) mod shape;
 pub mod state;
 pub mod surface;

@@ -325,6 +325,23 @@ impl SessionState {
         }
         shape::check_llm_shape(kind, data, &typed_subject).map_err(shape_err)?;
         shape::check_receipts_and_legacy(kind, data, &at_index).map_err(shape_err)?;
+        if let Mode::Append = mode {
+            // What dsh's loader refuses or rewrites must not be stored (decisions.md).
+            if kind == "mode/set" || kind == "steering/message" {
+                return Err(shape_err(ShapeError::LegacyType {
+                    subject: at_index,
+                    kind: kind.into(),
+                }));
+            }
+            if (kind == "turn/start" || kind == "turn/end")
+                && super::legacy::convert_event("", event, &|_| None).is_err()
+            {
+                return Err(shape_err(ShapeError::MalformedTurnRecord {
+                    subject: at_index,
+                    kind: kind.into(),
+                }));
+            }
+        }
         if let Mode::Seed { index } = mode
             && seq != self.next_seq
         {
@@ -425,11 +442,7 @@ impl SessionState {
         lookup: &dyn EventLookup,
     ) -> Result<AppliedAppend, AppendError> {
         let plan = self.plan_append(event, lookup)?;
-        self.apply(plan).map_err(|stale| AppendError::Envelope {
-            seq: event.seq,
-            kind: event.kind.clone(),
-            detail: stale.to_string(),
-        })
+        Ok(self.apply(plan)?)
     }
 
     /// Rebuilds the state from a whole log (a seed from seq 0), validating every event with

@@ -93,7 +93,7 @@ impl Surface {
     /// Commits a planned change. The change must come from [`plan_surface`] on this surface.
     pub fn apply(&mut self, change: &SurfaceChange) {
         if change.replace.is_some() {
-            let start = change.position;
+            let start = change.position.min(self.nodes.len());
             let end = (start + change.removed.len()).min(self.nodes.len());
             self.nodes.splice(start..end, [change.inserted]);
             self.replace_generation += 1;

@@ -16,9 +16,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
 use crate::error::AppendError;
-use crate::event::{Event, Seq, SessionHeader};
+use crate::event::{Event, Seq};
 use crate::fs::StorageFile;
-use crate::index::{Index, IndexBatch, Location, SessionRow, Watermark};
+use crate::index::{Index, IndexBatch, IndexOp, Location, SessionRow, Watermark};
 use crate::log::Segments;
 use crate::log::frame;
 use crate::log::segment::SEGMENT_HEADER_LEN;
@@ -41,28 +41,34 @@ pub(crate) struct Active {
     pub last_frame: Option<u64>,
 }
 
-/// Per-session counters kept in the `sessions` index row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Counters {
-    pub next_seq: Seq,
-    pub data_bytes: u64,
-    pub last_time: i64,
-}
-
 #[derive(Debug)]
-enum StagedEntry {
-    Session,
-    Event {
-        session: u64,
-        seq: Seq,
-        record_offset: u32,
-    },
+struct StagedEvent {
+    session: u64,
+    seq: Seq,
+    record_offset: u32,
 }
 
 #[derive(Debug, Default)]
 struct Staged {
     raw: Vec<u8>,
-    entries: Vec<StagedEntry>,
+    events: Vec<StagedEvent>,
+    ops: Vec<IndexOp>,
+}
+
+/// A staged event record: its encoding and, for reads before it is indexed, the session
+/// number and the event.
+pub(crate) type StagedRecord = (Vec<u8>, Option<(u64, Arc<Event>)>);
+
+/// What an appender hands the committer: records in log order, index operations, and
+/// updated session rows. Staged together, they land in one frame and one index commit.
+#[derive(Debug, Default)]
+pub(crate) struct Stage {
+    /// Encoded records.
+    pub records: Vec<StagedRecord>,
+    /// Index operations to apply with the batch.
+    pub ops: Vec<IndexOp>,
+    /// Session rows to write with the batch.
+    pub rows: Vec<SessionRow>,
 }
 
 #[derive(Debug)]
@@ -79,11 +85,12 @@ struct State {
     next_segment: u64,
     /// Events staged but not yet in the index, for reads.
     pending: HashMap<(u64, Seq), Arc<Event>>,
-    headers: HashMap<u64, Arc<SessionHeader>>,
-    counters: HashMap<u64, Counters>,
-    dirty: Vec<u64>,
+    /// Latest staged row per dirty session.
+    dirty: HashMap<u64, SessionRow>,
     watermark: Watermark,
     bytes_since_checkpoint: u64,
+    /// A non-durable index commit happened since the last durable one.
+    index_dirty: bool,
     oldest_unsynced: Option<Instant>,
 }
 
@@ -114,14 +121,7 @@ impl Committer {
         active: Option<Active>,
         next_segment: u64,
         watermark: Watermark,
-        sessions: impl IntoIterator<Item = (u64, SessionHeader, Counters)>,
     ) -> Self {
-        let mut headers = HashMap::new();
-        let mut counters = HashMap::new();
-        for (number, header, c) in sessions {
-            headers.insert(number, Arc::new(header));
-            counters.insert(number, c);
-        }
         Committer {
             state: Mutex::new(State {
                 staged: Staged::default(),
@@ -133,11 +133,10 @@ impl Committer {
                 active,
                 next_segment,
                 pending: HashMap::new(),
-                headers,
-                counters,
-                dirty: Vec::new(),
+                dirty: HashMap::new(),
                 watermark,
                 bytes_since_checkpoint: 0,
+                index_dirty: false,
                 oldest_unsynced: None,
             }),
             cond: Condvar::new(),
@@ -151,61 +150,43 @@ impl Committer {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Stages a session creation. Returns the record's LSN.
-    pub(crate) fn stage_session(
-        &self,
-        number: u64,
-        header: SessionHeader,
-        record: &[u8],
-    ) -> Result<u64, AppendError> {
+    /// Stages records, index operations and rows, all or nothing, into the next frame.
+    /// Returns the LSN of the last record (the current LSN when there is none).
+    pub(crate) fn stage(&self, stage: Stage) -> Result<u64, AppendError> {
         let mut st = self.lock();
         if let Some(f) = &st.failed {
             return Err(AppendError::PreviousIo(f.clone()));
         }
-        st.staged.raw.extend_from_slice(record);
-        st.staged.entries.push(StagedEntry::Session);
-        st.headers.insert(number, Arc::new(header));
-        st.counters.insert(
-            number,
-            Counters {
-                next_seq: 0,
-                data_bytes: 0,
-                last_time: 0,
-            },
-        );
-        st.dirty.push(number);
-        st.staged_lsn += 1;
+        for (bytes, event) in stage.records {
+            let record_offset = st.staged.raw.len() as u32;
+            st.staged.raw.extend_from_slice(&bytes);
+            if let Some((session, event)) = event {
+                st.staged.events.push(StagedEvent {
+                    session,
+                    seq: event.seq,
+                    record_offset,
+                });
+                st.pending.insert((session, event.seq), event);
+            }
+            st.staged_lsn += 1;
+        }
+        st.staged.ops.extend(stage.ops);
+        for row in stage.rows {
+            st.dirty.insert(row.number, row);
+        }
         st.oldest_unsynced.get_or_insert_with(Instant::now);
         Ok(st.staged_lsn)
     }
 
-    /// Stages encoded event records of one session (all or nothing, in one frame). `records`
-    /// pairs each event with its encoding. Returns the LSN of the last record.
-    pub(crate) fn stage_events(
-        &self,
-        session: u64,
-        records: Vec<(Event, Vec<u8>)>,
-        counters: Counters,
-    ) -> Result<u64, AppendError> {
-        let mut st = self.lock();
-        if let Some(f) = &st.failed {
-            return Err(AppendError::PreviousIo(f.clone()));
-        }
-        for (event, bytes) in records {
-            let record_offset = st.staged.raw.len() as u32;
-            st.staged.raw.extend_from_slice(&bytes);
-            st.staged.entries.push(StagedEntry::Event {
-                session,
-                seq: event.seq,
-                record_offset,
-            });
-            st.pending.insert((session, event.seq), Arc::new(event));
-            st.staged_lsn += 1;
-        }
-        st.counters.insert(session, counters);
-        st.dirty.push(session);
-        st.oldest_unsynced.get_or_insert_with(Instant::now);
-        Ok(st.staged_lsn)
+    /// True when something was appended or indexed since the last durable index commit.
+    pub(crate) fn needs_checkpoint(&self) -> bool {
+        let st = self.lock();
+        !st.staged.raw.is_empty()
+            || !st.staged.ops.is_empty()
+            || !st.dirty.is_empty()
+            || st.durable_lsn < st.staged_lsn
+            || st.bytes_since_checkpoint > 0
+            || st.index_dirty
     }
 
     /// Bytes staged and not yet written.
@@ -255,7 +236,8 @@ impl Committer {
                 Goal::Written => st.written_lsn >= lsn,
                 Goal::Durable => st.durable_lsn >= lsn,
             };
-            if reached && !checkpoint {
+            let unindexed = !st.staged.ops.is_empty() || !st.dirty.is_empty();
+            if reached && !checkpoint && !(goal == Goal::Written && unindexed) {
                 return Ok(());
             }
             if !st.leader {
@@ -265,26 +247,18 @@ impl Committer {
             st = self.cond.wait(st).unwrap_or_else(|p| p.into_inner());
         }
         // This thread leads: take everything staged.
-        let staged = std::mem::take(&mut st.staged);
+        let mut staged = std::mem::take(&mut st.staged);
+        let ops = std::mem::take(&mut staged.ops);
         let upto = st.staged_lsn;
         let mut active = st.active.take();
         let next_segment = st.next_segment;
         let sync = goal == Goal::Durable || checkpoint;
-        let mut batch = IndexBatch::default();
-        let dirty = std::mem::take(&mut st.dirty);
-        for number in dirty {
-            if let (Some(h), Some(c)) = (st.headers.get(&number), st.counters.get(&number)) {
-                batch.sessions.push(SessionRow {
-                    number,
-                    next_seq: c.next_seq,
-                    data_bytes: c.data_bytes,
-                    last_time: c.last_time,
-                    header: (**h).clone(),
-                });
-            }
-        }
+        let mut batch = IndexBatch {
+            sessions: std::mem::take(&mut st.dirty).into_values().collect(),
+            events: Vec::new(),
+            ops: Vec::new(),
+        };
         batch.sessions.sort_by_key(|r| r.number);
-        batch.sessions.dedup_by_key(|r| r.number);
         let mut watermark = st.watermark;
         let since_checkpoint = st.bytes_since_checkpoint;
         drop(st);
@@ -295,6 +269,7 @@ impl Committer {
             next_segment,
             sync,
             &mut batch,
+            ops,
             &mut watermark,
             since_checkpoint,
             checkpoint,
@@ -316,15 +291,14 @@ impl Committer {
                     }
                 }
                 st.watermark = watermark;
+                st.index_dirty = !checkpointed;
                 st.bytes_since_checkpoint = if checkpointed {
                     0
                 } else {
                     since_checkpoint + written
                 };
-                for e in &staged.entries {
-                    if let StagedEntry::Event { session, seq, .. } = e {
-                        st.pending.remove(&(*session, *seq));
-                    }
+                for e in &staged.events {
+                    st.pending.remove(&(e.session, e.seq));
                 }
                 self.cond.notify_all();
                 Ok(())
@@ -348,6 +322,7 @@ impl Committer {
         next_segment: u64,
         sync: bool,
         batch: &mut IndexBatch,
+        ops: Vec<IndexOp>,
         watermark: &mut Watermark,
         since_checkpoint: u64,
         checkpoint: bool,
@@ -388,24 +363,17 @@ impl Committer {
             a.last_frame = Some(offset);
             written = bytes.len() as u64;
             let frame_len = bytes.len() as u32;
-            for e in &staged.entries {
-                if let StagedEntry::Event {
-                    session,
-                    seq,
-                    record_offset,
-                } = e
-                {
-                    batch.events.push((
-                        *session,
-                        *seq,
-                        Location {
-                            segment: a.number,
-                            frame_offset: offset,
-                            frame_len,
-                            record_offset: *record_offset,
-                        },
-                    ));
-                }
+            for e in &staged.events {
+                batch.events.push((
+                    e.session,
+                    e.seq,
+                    Location {
+                        segment: a.number,
+                        frame_offset: offset,
+                        frame_len,
+                        record_offset: e.record_offset,
+                    },
+                ));
             }
             *watermark = Watermark {
                 segment: a.number,
@@ -416,16 +384,12 @@ impl Committer {
         if sync && let Some(a) = active.as_ref() {
             a.file.sync_data()?;
         }
+        batch.ops = ops;
         let durable_index =
             sync && (checkpoint || since_checkpoint + written >= self.config.checkpoint_bytes);
         if !batch.is_empty() || durable_index {
             self.index.commit(batch, *watermark, durable_index)?;
         }
         Ok((written, durable_index))
-    }
-
-    /// The header of session `number`.
-    pub(crate) fn header(&self, number: u64) -> Option<SessionHeader> {
-        self.lock().headers.get(&number).map(|h| (**h).clone())
     }
 }

@@ -20,27 +20,31 @@
 mod commit;
 mod lock;
 pub mod recovery;
+mod registry;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::error::{AppendError, LogPosition, OpenError, ReadError};
+use crate::error::{AppendError, IndexError, LogPosition, OpenError, ReadError};
 use crate::event::{Event, MAX_SAFE_INTEGER, Seq, SessionHeader};
 use crate::fs::{FileSystem, StdFileSystem};
-use crate::index::{Index, Location};
+use crate::index::{Index, IndexOp, Location, NO_NODE, SessionRow};
 use crate::json::{self, JsonLimits};
 use crate::log::Segments;
 use crate::log::frame::FrameLimits;
 use crate::log::record::{EventRecord, Record};
 use crate::log::scan::{self, BadFrame, RecoveryMode};
 use crate::log::segment::{SEGMENT_HEADER_LEN, SEGMENTS_DIR};
+use crate::session::derive::{DerivedMessage, MessageCache};
+use crate::session::{EventLookup, InvariantMode, LookupError, SessionState, SurfaceChange};
 
-use commit::{CommitConfig, Committer, Counters, Goal};
+use commit::{CommitConfig, Committer, Goal, Stage};
 pub use recovery::RecoveryReport;
+use registry::Registry;
 
 /// The index file's name inside the store directory.
 pub const INDEX_FILE: &str = "index.redb";
@@ -90,6 +94,8 @@ pub struct Config {
     pub checkpoint_bytes: u64,
     /// Limits for validating event JSON.
     pub json_limits: JsonLimits,
+    /// When dsh's turn/step/tool invariants are enforced on append. Default `Always`.
+    pub invariants: InvariantMode,
     /// The file system (the seam for fault injection).
     pub fs: Arc<dyn FileSystem>,
 }
@@ -108,6 +114,7 @@ impl Default for Config {
             zstd_level: 1,
             checkpoint_bytes: 16 << 20,
             json_limits: JsonLimits::default(),
+            invariants: InvariantMode::Always,
             fs: Arc::new(StdFileSystem),
         }
     }
@@ -135,30 +142,52 @@ pub struct SessionInfo {
     pub data_bytes: u64,
     /// `time` of the last event.
     pub last_time: i64,
+    /// Number of surface nodes.
+    pub surface_len: u64,
+    /// Number of surface replacements.
+    pub replace_generation: u64,
 }
 
-#[derive(Debug)]
-struct SessionSlot {
-    number: u64,
-    counters: Counters,
+/// A subscriber to appended events (dsh's `session/event` feed): called after each append
+/// is staged, with the session id and the event. A panicking listener is caught and logged;
+/// it never blocks the append or other listeners.
+pub type Listener = Arc<dyn Fn(&str, &Event) + Send + Sync>;
+
+/// Per-session semantic state, loaded on first use.
+#[derive(Debug, Default)]
+pub(crate) struct Core {
+    pub(crate) state: Option<SessionState>,
+    pub(crate) messages: MessageCache,
+    /// The seq the last state checkpoint covers.
+    pub(crate) checkpointed: Seq,
 }
 
 /// An opened store. Cheap to share between threads (`&Store` is `Sync`).
-#[derive(Debug)]
 pub struct Store {
     dir: PathBuf,
     config: Config,
     segments: Arc<Segments>,
     index: Arc<Index>,
     committer: Option<Arc<Committer>>,
-    sessions: RwLock<HashMap<String, Arc<Mutex<SessionSlot>>>>,
-    numbers: RwLock<HashMap<u64, String>>,
-    next_number: Mutex<u64>,
+    registry: RwLock<Registry>,
+    cores: Mutex<HashMap<u64, Arc<Mutex<Core>>>>,
     overlay: HashMap<(u64, Seq), Location>,
     report: RecoveryReport,
     limits: FrameLimits,
     timer: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+    listeners: RwLock<Vec<(u64, Listener)>>,
+    next_listener: AtomicU64,
+    listener_failures: AtomicU64,
     _lock: lock::StoreLock,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("dir", &self.dir)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Store {
@@ -207,20 +236,6 @@ impl Store {
             limits,
             writable,
         })?;
-        let mut sessions = HashMap::new();
-        let mut numbers = HashMap::new();
-        let mut max_number = 0;
-        for s in &recovered.sessions {
-            max_number = max_number.max(s.number);
-            numbers.insert(s.number, s.header.id.clone());
-            sessions.insert(
-                s.header.id.clone(),
-                Arc::new(Mutex::new(SessionSlot {
-                    number: s.number,
-                    counters: s.counters,
-                })),
-            );
-        }
         let committer = writable.then(|| {
             Arc::new(Committer::new(
                 segments.clone(),
@@ -234,10 +249,6 @@ impl Store {
                 recovered.active,
                 recovered.next_segment,
                 recovered.watermark,
-                recovered
-                    .sessions
-                    .iter()
-                    .map(|s| (s.number, s.header.clone(), s.counters)),
             ))
         });
         let timer = match (config.durability, &committer) {
@@ -251,21 +262,62 @@ impl Store {
             .into_iter()
             .map(|(s, q, l)| ((s, q), l))
             .collect();
-        Ok(Store {
+        let store = Store {
             dir,
             config,
             segments,
             index,
             committer,
-            sessions: RwLock::new(sessions),
-            numbers: RwLock::new(numbers),
-            next_number: Mutex::new(max_number + 1),
+            registry: RwLock::new(recovered.registry),
+            cores: Mutex::new(HashMap::new()),
             overlay,
             report: recovered.report,
             limits,
             timer,
+            listeners: RwLock::new(Vec::new()),
+            next_listener: AtomicU64::new(1),
+            listener_failures: AtomicU64::new(0),
             _lock: store_lock,
-        })
+        };
+        if writable {
+            store.catch_up().map_err(|e| OpenError::Corruption {
+                position: LogPosition::default(),
+                reason: format!("replaying session state after recovery failed: {e}"),
+            })?;
+        }
+        Ok(store)
+    }
+
+    /// Brings every session's surface table and state checkpoint up to its last event (after
+    /// recovery indexed a tail without them), then checkpoints the index.
+    fn catch_up(&self) -> Result<(), AppendError> {
+        let behind: Vec<u64> = self
+            .registry()
+            .live()
+            .iter()
+            .filter(|r| r.surface_covered < r.next_seq || self.state_covered(r.number) < r.next_seq)
+            .map(|r| r.number)
+            .collect();
+        if behind.is_empty() {
+            return Ok(());
+        }
+        for number in behind {
+            let core = self.core(number);
+            let mut core = lock(&core);
+            self.ensure_state(number, &mut core)?;
+            self.checkpoint_state(number, &mut core)?;
+        }
+        // Not durable: if this is lost in a crash, the next open catches up again.
+        let c = self.committer()?;
+        c.commit(c.staged_lsn(), Goal::Written, false)
+    }
+
+    fn state_covered(&self, number: u64) -> Seq {
+        self.index
+            .state(number)
+            .ok()
+            .flatten()
+            .map_or(0, |(c, _)| c)
     }
 
     /// The store directory.
@@ -283,114 +335,328 @@ impl Store {
         &self.config
     }
 
+    /// Frames read from segment files since the store was opened (resume-cost tests).
+    pub fn frames_read(&self) -> u64 {
+        self.segments.frames_read()
+    }
+
     fn committer(&self) -> Result<&Arc<Committer>, AppendError> {
         self.committer.as_ref().ok_or(AppendError::ReadOnly)
     }
 
-    fn slot(&self, id: &str) -> Option<Arc<Mutex<SessionSlot>>> {
-        self.sessions
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(id)
-            .cloned()
+    fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+        self.registry.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn registry_mut(&self) -> std::sync::RwLockWriteGuard<'_, Registry> {
+        self.registry.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn core(&self, number: u64) -> Arc<Mutex<Core>> {
+        lock(&self.cores).entry(number).or_default().clone()
+    }
+
+    /// The live session number of `id`.
+    pub(crate) fn number_of(&self, id: &str) -> Option<u64> {
+        self.registry().by_id(id).map(|r| r.number)
     }
 
     /// Creates a session. Its id must be new and non-empty.
     pub fn create_session(&self, header: SessionHeader) -> Result<Receipt, AppendError> {
         let committer = self.committer()?;
         validate_header(&header)?;
-        let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
-        if sessions.contains_key(&header.id) {
-            return Err(AppendError::SessionExists(header.id));
-        }
-        let mut next = self.next_number.lock().unwrap_or_else(|p| p.into_inner());
-        let number = *next;
+        let mut registry = self.registry_mut();
+        let number = registry.next_number();
         let record = Record::CreateSession {
             session: number,
             header: header.clone(),
         };
-        let mut bytes = Vec::new();
-        record
-            .encode_into(&mut bytes)
-            .map_err(|e| AppendError::InvalidHeader {
-                id: header.id.clone(),
-                reason: e.to_string(),
-            })?;
-        let lsn = committer.stage_session(number, header.clone(), &bytes)?;
-        *next += 1;
-        self.numbers
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(number, header.id.clone());
-        sessions.insert(
-            header.id,
-            Arc::new(Mutex::new(SessionSlot {
-                number,
-                counters: Counters {
-                    next_seq: 0,
-                    data_bytes: 0,
-                    last_time: 0,
-                },
-            })),
-        );
-        drop(next);
-        drop(sessions);
+        let bytes = encode(&record)?;
+        let rows = registry
+            .create(number, header.clone(), None)
+            .map_err(|_| AppendError::SessionExists(header.id.clone()))?;
+        let lsn = committer.stage(Stage {
+            records: vec![(bytes, None)],
+            ops: Vec::new(),
+            rows,
+        })?;
+        drop(registry);
+        let core = self.core(number);
+        lock(&core).state = Some(SessionState::with_invariants(self.config.invariants));
         self.finish(lsn, 0)
     }
 
-    /// Appends one event to a session. `event.seq` must be the session's next seq.
+    /// Appends one event to a session. `event.seq` must be the session's next seq. The
+    /// event passes every session rule (envelope, lossless JSON, surface, invariants).
     pub fn append(&self, session: &str, event: Event) -> Result<Receipt, AppendError> {
         self.append_batch(session, vec![event])
     }
 
     /// Appends events to a session atomically: all are validated first, then staged together
-    /// into one frame; on any error nothing is written.
+    /// into one frame; on any error nothing is written and nothing changes.
     pub fn append_batch(&self, session: &str, events: Vec<Event>) -> Result<Receipt, AppendError> {
-        let committer = self.committer()?;
-        let slot = self
-            .slot(session)
+        let number = self
+            .number_of(session)
             .ok_or_else(|| AppendError::NoSuchSession(session.to_owned()))?;
-        let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
-        let mut counters = slot.counters;
+        let core = self.core(number);
+        let mut core = lock(&core);
+        self.append_locked(session, number, &mut core, events)
+    }
+
+    /// The append pipeline, with the session's core locked.
+    pub(crate) fn append_locked(
+        &self,
+        session: &str,
+        number: u64,
+        core: &mut Core,
+        events: Vec<Event>,
+    ) -> Result<Receipt, AppendError> {
+        let committer = self.committer()?;
+        self.ensure_state(number, core)?;
+        let Some(real) = core.state.as_mut() else {
+            return Err(AppendError::NoSuchSession(session.to_owned()));
+        };
+        let semantics = |seq: Seq, e: String| AppendError::Semantics {
+            session: session.to_owned(),
+            seq,
+            reason: e,
+        };
+        // A batch plans on a scratch copy so that a failure leaves the state untouched.
+        let batched = events.len() > 1;
+        let mut scratch = batched.then(|| real.clone());
+        let mut ops = Vec::new();
         let mut records = Vec::with_capacity(events.len());
+        let mut planned: Vec<Event> = Vec::with_capacity(events.len());
+        let mut checkpoint_due = false;
         for event in events {
-            self.validate_event(session, &event, counters.next_seq)?;
-            counters.next_seq += 1;
-            counters.data_bytes += event.data.len() as u64;
-            counters.last_time = event.time;
-            let record = Record::Event {
-                session: slot.number,
-                event: EventRecord::from(event),
+            let state = scratch.as_mut().unwrap_or(&mut *real);
+            let expected = state.next_seq();
+            self.validate_event(session, &event, expected)?;
+            let lookup = StoreLookup {
+                store: self,
+                number,
+                batch: &planned,
             };
-            let mut bytes = Vec::new();
-            record
-                .encode_into(&mut bytes)
-                .map_err(|e| AppendError::Envelope {
-                    session: session.to_owned(),
-                    kind: String::new(),
-                    seq: counters.next_seq - 1,
-                    reason: e.to_string(),
-                })?;
-            let Record::Event { event, .. } = record else {
-                unreachable!("built as an event record above")
-            };
-            records.push((Event::from(event), bytes));
+            let plan = state
+                .plan_append(&event, &lookup)
+                .map_err(|e| semantics(expected, e.to_string()))?;
+            if !batched {
+                // A single event: encode before applying, so an encoding error changes nothing.
+                records.push(encode(&Record::Event {
+                    session: number,
+                    event: EventRecord::from(event.clone()),
+                })?);
+            }
+            let applied = state
+                .apply(plan)
+                .map_err(|e| semantics(expected, e.to_string()))?;
+            if let Some(change) = &applied.surface {
+                surface_ops(number, state.surface().nodes(), change, &mut ops);
+            }
+            checkpoint_due |= event.kind == "turn/end";
+            if batched {
+                records.push(encode(&Record::Event {
+                    session: number,
+                    event: EventRecord::from(event.clone()),
+                })?);
+            }
+            planned.push(event);
         }
-        if records.is_empty() {
-            return Ok(Receipt {
-                seq: counters.next_seq.saturating_sub(1),
-                lsn: committer.staged_lsn(),
-                durable: true,
+        if let Some(s) = scratch {
+            *real = s;
+        }
+        let state = &*real;
+        checkpoint_due |= state.next_seq() >= core.checkpointed + STATE_CHECKPOINT_EVENTS;
+        if checkpoint_due {
+            ops.push(IndexOp::State {
+                session: number,
+                covered: state.next_seq(),
+                bytes: state_bytes(state)?,
             });
         }
-        let lsn = committer.stage_events(slot.number, records, counters)?;
-        slot.counters = counters;
-        drop(slot);
-        self.finish(lsn, counters.next_seq - 1)
+        let mut registry = self.registry_mut();
+        for e in &planned {
+            registry
+                .event(number, e.seq, e.time, e.data.len())
+                .map_err(|err| semantics(e.seq, err.to_string()))?;
+        }
+        let row = match registry.get(number) {
+            Some(r) => {
+                let mut r = r.clone();
+                set_surface(&mut r, state);
+                r
+            }
+            None => return Err(AppendError::NoSuchSession(session.to_owned())),
+        };
+        registry.put(row.clone());
+        let last_seq = planned
+            .last()
+            .map_or(state.next_seq().saturating_sub(1), |e| e.seq);
+        let planned: Vec<Arc<Event>> = planned.into_iter().map(Arc::new).collect();
+        let lsn = committer.stage(Stage {
+            records: records
+                .into_iter()
+                .zip(planned.iter())
+                .map(|(bytes, e)| (bytes, Some((number, e.clone()))))
+                .collect(),
+            ops,
+            rows: vec![row],
+        })?;
+        drop(registry);
+        if checkpoint_due {
+            core.checkpointed = state.next_seq();
+        }
+        for e in &planned {
+            let _ = core.messages.observe(state.surface(), e);
+        }
+        self.publish(session, &planned);
+        self.finish(lsn, last_seq)
+    }
+
+    /// Loads a session's state: its checkpoint, then a replay of the events after it (and,
+    /// for events the surface table does not cover yet, the surface updates).
+    pub(crate) fn ensure_state(&self, number: u64, core: &mut Core) -> Result<(), AppendError> {
+        if core.state.is_some() {
+            return Ok(());
+        }
+        let (row, checkpoint) = {
+            let registry = self.registry();
+            let row = registry
+                .get(number)
+                .cloned()
+                .ok_or(AppendError::NoSuchSession(format!("#{number}")))?;
+            (row, self.index.state(number)?)
+        };
+        let (covered, mut state) = match checkpoint {
+            Some((covered, bytes)) => (
+                covered,
+                SessionState::from_bytes(&bytes).map_err(|e| {
+                    AppendError::Index(IndexError::Malformed {
+                        table: "session_state",
+                        detail: e.to_string(),
+                    })
+                })?,
+            ),
+            None => (0, SessionState::with_invariants(InvariantMode::Off)),
+        };
+        let replay_failed = |seq: Seq, e: String| AppendError::Semantics {
+            session: row.header.id.to_string(),
+            seq,
+            reason: format!("replaying the stored log failed: {e}"),
+        };
+        let mut ops = Vec::new();
+        if covered < row.next_seq {
+            let mode = state.invariant_mode();
+            state.set_invariant_mode(InvariantMode::Off);
+            let mut cache = FrameCache::default();
+            for seq in covered..row.next_seq {
+                let event = self
+                    .read_resolved(number, seq, &mut cache)
+                    .map_err(|e| replay_failed(seq, e.to_string()))?;
+                let lookup = StoreLookup {
+                    store: self,
+                    number,
+                    batch: &[],
+                };
+                let applied = state
+                    .append(&event, &lookup)
+                    .map_err(|e| replay_failed(seq, e.to_string()))?;
+                if seq >= row.surface_covered
+                    && let Some(change) = &applied.surface
+                {
+                    surface_ops(number, state.surface().nodes(), change, &mut ops);
+                }
+            }
+            state.set_invariant_mode(if checkpoint_is_some(covered) {
+                mode
+            } else {
+                self.config.invariants
+            });
+        }
+        if row.surface_covered < row.next_seq && self.committer.is_some() {
+            let mut row = row.clone();
+            set_surface(&mut row, &state);
+            self.registry_mut().put(row.clone());
+            self.committer()?.stage(Stage {
+                records: Vec::new(),
+                ops,
+                rows: vec![row],
+            })?;
+        }
+        core.checkpointed = covered;
+        core.state = Some(state);
+        Ok(())
+    }
+
+    /// Writes a state checkpoint for the session when it is behind.
+    pub(crate) fn checkpoint_state(&self, number: u64, core: &mut Core) -> Result<(), AppendError> {
+        let Some(state) = core.state.as_ref() else {
+            return Ok(());
+        };
+        if core.checkpointed >= state.next_seq() && self.state_covered(number) >= state.next_seq() {
+            return Ok(());
+        }
+        self.committer()?.stage(Stage {
+            records: Vec::new(),
+            ops: vec![IndexOp::State {
+                session: number,
+                covered: state.next_seq(),
+                bytes: state_bytes(state)?,
+            }],
+            rows: Vec::new(),
+        })?;
+        core.checkpointed = state.next_seq();
+        Ok(())
+    }
+
+    fn publish(&self, session: &str, events: &[Arc<Event>]) {
+        let listeners: Vec<Listener> = self
+            .listeners
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(_, l)| l.clone())
+            .collect();
+        for listener in listeners {
+            for e in events {
+                let call = std::panic::AssertUnwindSafe(|| listener(session, e));
+                if std::panic::catch_unwind(call).is_err() {
+                    self.listener_failures.fetch_add(1, Ordering::Relaxed);
+                    eprintln!(
+                        "sessionlog: a session/event listener panicked on {session:?} seq {}; the append stands",
+                        e.seq
+                    );
+                }
+            }
+        }
+    }
+
+    /// Subscribes to appended events (dsh's `session/event` feed). Returns an id for
+    /// [`Store::unsubscribe`].
+    pub fn subscribe(&self, listener: Listener) -> u64 {
+        let id = self.next_listener.fetch_add(1, Ordering::Relaxed);
+        self.listeners
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((id, listener));
+        id
+    }
+
+    /// Removes a listener.
+    pub fn unsubscribe(&self, id: u64) {
+        self.listeners
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(i, _)| *i != id);
+    }
+
+    /// Listener calls that panicked since the store was opened.
+    pub fn listener_failures(&self) -> u64 {
+        self.listener_failures.load(Ordering::Relaxed)
     }
 
     /// Applies the durability mode after staging.
-    fn finish(&self, lsn: u64, seq: Seq) -> Result<Receipt, AppendError> {
+    pub(crate) fn finish(&self, lsn: u64, seq: Seq) -> Result<Receipt, AppendError> {
         let committer = self.committer()?;
         match self.config.durability {
             Durability::Sync => {
@@ -468,11 +734,6 @@ impl Store {
                 event.time
             )));
         }
-        if event.kind == "request/header-delta" {
-            return Err(envelope(
-                "unsupported legacy request/header-delta format".into(),
-            ));
-        }
         let size = event.data.len() as u64;
         if size > self.config.max_event_bytes {
             return Err(AppendError::TooLarge {
@@ -481,28 +742,6 @@ impl Store {
                 size,
                 limit: self.config.max_event_bytes,
             });
-        }
-        if event.is_surface_type() {
-            if event.surface_op.is_none() {
-                return Err(envelope("a surface event must carry a surfaceOp".into()));
-            }
-        } else if event.surface_op.is_some() || event.source_event_seqs.is_some() {
-            return Err(envelope(
-                "only surface events may carry surfaceOp or sourceEventSeqs".into(),
-            ));
-        }
-        if let Some(sources) = &event.source_event_seqs {
-            let mut seen = std::collections::HashSet::new();
-            for &s in sources {
-                if s >= expected {
-                    return Err(envelope(format!(
-                        "sourceEventSeqs entry {s} is not an earlier seq"
-                    )));
-                }
-                if !seen.insert(s) {
-                    return Err(envelope(format!("sourceEventSeqs entry {s} is duplicated")));
-                }
-            }
         }
         json::validate(&event.data, &self.config.json_limits).map_err(|e| AppendError::BadData {
             session: session.to_owned(),
@@ -513,11 +752,11 @@ impl Store {
     }
 
     fn number(&self, session: &str) -> Result<(u64, Seq), ReadError> {
-        let slot = self
-            .slot(session)
+        let registry = self.registry();
+        let row = registry
+            .by_id(session)
             .ok_or_else(|| ReadError::NoSuchSession(session.to_owned()))?;
-        let slot = slot.lock().unwrap_or_else(|p| p.into_inner());
-        Ok((slot.number, slot.counters.next_seq))
+        Ok((row.number, row.next_seq))
     }
 
     /// Reads one event (`None` when `seq` is past the session's end).
@@ -526,8 +765,19 @@ impl Store {
         if seq >= next {
             return Ok(None);
         }
-        self.read_one(number, seq, &mut FrameCache::default())
+        self.read_resolved(number, seq, &mut FrameCache::default())
             .map(Some)
+    }
+
+    /// Reads `seq` of session `number`, following fork links to the session that stores it.
+    pub(crate) fn read_resolved(
+        &self,
+        number: u64,
+        seq: Seq,
+        cache: &mut FrameCache,
+    ) -> Result<Event, ReadError> {
+        let owner = self.registry().resolve(number, seq);
+        self.read_one(owner, seq, cache)
     }
 
     fn read_one(&self, number: u64, seq: Seq, cache: &mut FrameCache) -> Result<Event, ReadError> {
@@ -536,10 +786,15 @@ impl Store {
         }
         let loc = match self.overlay.get(&(number, seq)) {
             Some(l) => *l,
-            None => self.index.location(number, seq)?.ok_or_else(|| ReadError::Corruption {
-                position: LogPosition::default(),
-                detail: format!("the index has no location for session number {number} seq {seq}; delete index.redb and reopen to rebuild it"),
-            })?,
+            None => self
+                .index
+                .location(number, seq)?
+                .ok_or_else(|| ReadError::Corruption {
+                    position: LogPosition::default(),
+                    detail: format!(
+                        "the index has no location for session number {number} seq {seq}; delete index.redb and reopen to rebuild it"
+                    ),
+                })?,
         };
         self.read_at(number, seq, loc, cache)
     }
@@ -590,58 +845,168 @@ impl Store {
         })
     }
 
-    /// Every session with its counters, in session-number order.
+    /// Every live session with its counters, in creation order. Reads only the in-memory
+    /// registry (no segment is opened).
     pub fn sessions(&self) -> Vec<SessionInfo> {
-        let mut out = Vec::new();
-        let state = match self.index.load() {
-            Ok(s) => s,
-            Err(_) => return out,
-        };
-        let rows: HashMap<String, _> = state.sessions.into_iter().collect();
-        let numbers = self.numbers.read().unwrap_or_else(|p| p.into_inner());
-        let mut ids: Vec<(&u64, &String)> = numbers.iter().collect();
-        ids.sort();
-        for (_, id) in ids {
-            let Some(slot) = self.slot(id) else { continue };
-            let counters = slot.lock().unwrap_or_else(|p| p.into_inner()).counters;
-            let header = rows
-                .get(id)
-                .map(|r| r.header.clone())
-                .or_else(|| {
-                    self.committer
-                        .as_ref()
-                        .and_then(|c| c.header(slot_number(&slot)))
-                })
-                .unwrap_or_else(|| SessionHeader::new(id.clone(), 0));
-            out.push(SessionInfo {
-                header,
-                event_count: counters.next_seq,
-                data_bytes: counters.data_bytes,
-                last_time: counters.last_time,
-            });
-        }
-        out
+        self.registry()
+            .live()
+            .into_iter()
+            .map(|r| SessionInfo {
+                header: (*r.header).clone(),
+                event_count: r.next_seq,
+                data_bytes: r.data_bytes,
+                last_time: r.last_time,
+                surface_len: r.surface_len,
+                replace_generation: r.replace_generation,
+            })
+            .collect()
     }
 
     /// The header of a session.
     pub fn header(&self, session: &str) -> Option<SessionHeader> {
-        let slot = self.slot(session)?;
-        let number = slot_number(&slot);
-        if let Some(h) = self.committer.as_ref().and_then(|c| c.header(number)) {
-            return Some(h);
-        }
-        self.index
-            .load()
-            .ok()?
-            .sessions
-            .into_iter()
-            .find(|(id, _)| id == session)
-            .map(|(_, r)| r.header)
+        self.registry().by_id(session).map(|r| (*r.header).clone())
     }
 
     /// Number of events in a session.
     pub fn len(&self, session: &str) -> Option<Seq> {
         self.number(session).ok().map(|(_, n)| n)
+    }
+
+    /// The surface (model-visible node seqs, in order) of a session, walked from the index's
+    /// linked list: no event is read.
+    pub fn surface(&self, session: &str) -> Result<Vec<Seq>, ReadError> {
+        let (number, _) = self.number(session)?;
+        let core = self.core(number);
+        let core = lock(&core);
+        if let Some(state) = &core.state {
+            return Ok(state.surface().nodes().to_vec());
+        }
+        drop(core);
+        self.surface_from_index(number)
+    }
+
+    fn surface_from_index(&self, number: u64) -> Result<Vec<Seq>, ReadError> {
+        let row = self
+            .registry()
+            .get(number)
+            .cloned()
+            .ok_or_else(|| ReadError::NoSuchSession(format!("#{number}")))?;
+        if row.surface_covered < row.next_seq {
+            // Only a read-only open after a crash gets here: fold the state in memory.
+            let mut core = Core::default();
+            self.load_state_read_only(number, &mut core)?;
+            return Ok(core
+                .state
+                .map(|s| s.surface().nodes().to_vec())
+                .unwrap_or_default());
+        }
+        let links: HashMap<Seq, (Seq, Seq)> = self
+            .index
+            .surface_links(number)?
+            .into_iter()
+            .map(|(seq, prev, next)| (seq, (prev, next)))
+            .collect();
+        let mut nodes = Vec::with_capacity(links.len());
+        let mut at = row.surface_head;
+        while at != NO_NODE {
+            let Some(&(_, next)) = links.get(&at) else {
+                return Err(ReadError::Corruption {
+                    position: LogPosition::default(),
+                    detail: format!(
+                        "surface node {at} of session number {number} is missing from the index"
+                    ),
+                });
+            };
+            nodes.push(at);
+            if nodes.len() > links.len() {
+                return Err(ReadError::Corruption {
+                    position: LogPosition::default(),
+                    detail: format!("the surface list of session number {number} has a cycle"),
+                });
+            }
+            at = next;
+        }
+        Ok(nodes)
+    }
+
+    fn load_state_read_only(&self, number: u64, core: &mut Core) -> Result<(), ReadError> {
+        let registry_row = self.registry().get(number).cloned();
+        let Some(row) = registry_row else {
+            return Err(ReadError::NoSuchSession(format!("#{number}")));
+        };
+        let (covered, mut state) = match self.index.state(number)? {
+            Some((c, bytes)) => (
+                c,
+                SessionState::from_bytes(&bytes).map_err(|e| {
+                    ReadError::Index(IndexError::Malformed {
+                        table: "session_state",
+                        detail: e.to_string(),
+                    })
+                })?,
+            ),
+            None => (0, SessionState::with_invariants(InvariantMode::Off)),
+        };
+        state.set_invariant_mode(InvariantMode::Off);
+        let mut cache = FrameCache::default();
+        for seq in covered..row.next_seq {
+            let event = self.read_resolved(number, seq, &mut cache)?;
+            let lookup = StoreLookup {
+                store: self,
+                number,
+                batch: &[],
+            };
+            state
+                .append(&event, &lookup)
+                .map_err(|e| ReadError::Corruption {
+                    position: LogPosition::default(),
+                    detail: format!("replaying seq {seq} failed: {e}"),
+                })?;
+        }
+        core.state = Some(state);
+        Ok(())
+    }
+
+    /// The session's messages as dsh's `deriveMessages` gives them, reading only the surface
+    /// events (by offset from the index), never the whole log.
+    pub fn messages(&self, session: &str) -> Result<Vec<DerivedMessage>, ReadError> {
+        let (number, _) = self.number(session)?;
+        let core = self.core(number);
+        let mut core = lock(&core);
+        if let Some(state) = core.state.take() {
+            let lookup = StoreLookup {
+                store: self,
+                number,
+                batch: &[],
+            };
+            let result = core.messages.refresh(state.surface(), &lookup);
+            core.state = Some(state);
+            result.map_err(derive_error)?;
+            return Ok(core.messages.messages().to_vec());
+        }
+        drop(core);
+        let nodes = self.surface_from_index(number)?;
+        let lookup = StoreLookup {
+            store: self,
+            number,
+            batch: &[],
+        };
+        crate::session::derive::derive_messages(&nodes, &lookup).map_err(derive_error)
+    }
+
+    /// The session's replace generation (number of surface replacements).
+    pub fn replace_generation(&self, session: &str) -> Result<u64, ReadError> {
+        let registry = self.registry();
+        let row = registry
+            .by_id(session)
+            .ok_or_else(|| ReadError::NoSuchSession(session.to_owned()))?;
+        if row.surface_covered < row.next_seq {
+            let number = row.number;
+            drop(registry);
+            let mut core = Core::default();
+            self.load_state_read_only(number, &mut core)?;
+            return Ok(core.state.map_or(0, |s| s.surface().replace_generation()));
+        }
+        Ok(row.replace_generation)
     }
 
     /// Reads every frame of the log and checks it (CRC, record decoding, seq contiguity, and
@@ -665,6 +1030,16 @@ impl Store {
                             Record::CreateSession { session, .. } => {
                                 next.insert(session, 0);
                             }
+                            Record::ForkSession {
+                                session,
+                                seed_length,
+                                ..
+                            } => {
+                                next.insert(session, seed_length);
+                            }
+                            Record::DeleteSession { session } => {
+                                next.remove(&session);
+                            }
                             Record::Event { session, event } => {
                                 report.events += 1;
                                 let expected = next.entry(session).or_insert(0);
@@ -681,8 +1056,10 @@ impl Store {
                                     frame_len: frame.frame_len,
                                     record_offset,
                                 };
+                                let live = self.registry().get(session).is_some();
                                 match index.location(session, event.seq) {
                                     Ok(Some(l)) if l == want => {}
+                                    Ok(_) if !live => {}
                                     Ok(other)
                                         if !self.overlay.contains_key(&(session, event.seq)) =>
                                     {
@@ -753,13 +1130,29 @@ impl Store {
 
     fn shutdown(&mut self) -> Result<(), AppendError> {
         self.stop_timer();
-        match &self.committer {
-            Some(c) if c.failure().is_none() => c.commit(c.staged_lsn(), Goal::Durable, true),
-            _ => Ok(()),
+        let Some(c) = self.committer.clone() else {
+            return Ok(());
+        };
+        if c.failure().is_some() {
+            return Ok(());
         }
+        let cores: Vec<(u64, Arc<Mutex<Core>>)> = lock(&self.cores)
+            .iter()
+            .map(|(n, c)| (*n, c.clone()))
+            .collect();
+        for (number, core) in cores {
+            if self.registry().get(number).is_some() {
+                let mut core = lock(&core);
+                self.checkpoint_state(number, &mut core)?;
+            }
+        }
+        if !c.needs_checkpoint() {
+            return Ok(());
+        }
+        c.commit(c.staged_lsn(), Goal::Durable, true)
     }
 
-    /// Reads frames from the position (for tools): the raw frame payload at a location.
+    /// Reads the raw payload of the frame at `position` (for tools).
     pub fn read_frame(&self, position: LogPosition, frame_len: u32) -> Result<Vec<u8>, ReadError> {
         self.segments.read_frame(position, frame_len, &self.limits)
     }
@@ -771,8 +1164,104 @@ impl Drop for Store {
     }
 }
 
-fn slot_number(slot: &Arc<Mutex<SessionSlot>>) -> u64 {
-    slot.lock().unwrap_or_else(|p| p.into_inner()).number
+/// Events between state checkpoints (besides one at every `turn/end` and at close).
+const STATE_CHECKPOINT_EVENTS: Seq = 1024;
+
+fn checkpoint_is_some(covered: Seq) -> bool {
+    covered > 0
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn encode(record: &Record) -> Result<Vec<u8>, AppendError> {
+    let mut bytes = Vec::new();
+    record
+        .encode_into(&mut bytes)
+        .map_err(|e| AppendError::Io(std::io::Error::other(e.to_string())))?;
+    Ok(bytes)
+}
+
+fn state_bytes(state: &SessionState) -> Result<Vec<u8>, AppendError> {
+    state.to_bytes().map_err(|e| {
+        AppendError::Io(std::io::Error::other(format!(
+            "encoding session state: {e}"
+        )))
+    })
+}
+
+fn derive_error(e: crate::session::derive::DeriveError) -> ReadError {
+    ReadError::Corruption {
+        position: LogPosition::default(),
+        detail: e.to_string(),
+    }
+}
+
+/// Copies the surface summary of `state` into a session row.
+fn set_surface(row: &mut SessionRow, state: &SessionState) {
+    let nodes = state.surface().nodes();
+    row.surface_head = nodes.first().copied().unwrap_or(NO_NODE);
+    row.surface_tail = nodes.last().copied().unwrap_or(NO_NODE);
+    row.surface_len = nodes.len() as u64;
+    row.replace_generation = state.surface().replace_generation();
+    row.surface_covered = state.next_seq();
+}
+
+/// The index operations that turn the surface before `change` into `nodes` (after it): the
+/// removed nodes are unlinked; the new node and its neighbours get their links.
+fn surface_ops(number: u64, nodes: &[Seq], change: &SurfaceChange, ops: &mut Vec<IndexOp>) {
+    for &seq in &change.removed {
+        ops.push(IndexOp::Unlink {
+            session: number,
+            seq,
+        });
+    }
+    let p = change.position;
+    let lo = p.saturating_sub(1);
+    let hi = (p + 1).min(nodes.len().saturating_sub(1));
+    for i in lo..=hi {
+        let Some(&seq) = nodes.get(i) else { continue };
+        let prev = if i == 0 { NO_NODE } else { nodes[i - 1] };
+        let next = nodes.get(i + 1).copied().unwrap_or(NO_NODE);
+        ops.push(IndexOp::Link {
+            session: number,
+            seq,
+            prev,
+            next,
+        });
+    }
+}
+
+/// Earlier events of a session, as the semantics ask for them: the batch being appended
+/// first, then the store (following fork links).
+struct StoreLookup<'a> {
+    store: &'a Store,
+    number: u64,
+    batch: &'a [Event],
+}
+
+impl EventLookup for StoreLookup<'_> {
+    fn event_at(&self, seq: Seq) -> Result<Option<std::borrow::Cow<'_, Event>>, LookupError> {
+        if let Some(e) = self.batch.iter().find(|e| e.seq == seq) {
+            return Ok(Some(std::borrow::Cow::Borrowed(e)));
+        }
+        let len = self
+            .store
+            .registry()
+            .get(self.number)
+            .map_or(0, |r| r.next_seq);
+        if seq >= len {
+            return Ok(None);
+        }
+        self.store
+            .read_resolved(self.number, seq, &mut FrameCache::default())
+            .map(|e| Some(std::borrow::Cow::Owned(e)))
+            .map_err(|e| LookupError {
+                seq,
+                message: e.to_string(),
+            })
+    }
 }
 
 /// The result of [`Store::verify`].
@@ -815,6 +1304,10 @@ impl Iterator for Events<'_> {
         }
         let seq = self.next;
         self.next += 1;
+        let owner = self.store.registry().resolve(self.number, seq);
+        if owner != self.number {
+            return Some(self.store.read_one(owner, seq, &mut self.cache));
+        }
         if let Some(e) = self
             .store
             .committer
@@ -848,7 +1341,7 @@ impl Iterator for Events<'_> {
 
 /// Keeps the last decoded frame, so reading neighbouring events decodes it once.
 #[derive(Debug, Default)]
-struct FrameCache {
+pub(crate) struct FrameCache {
     key: Option<(u64, u64)>,
     payload: Arc<Vec<u8>>,
 }

@@ -1,19 +1,20 @@
 //! Recovery on open: check segment headers, validate the index watermark against the log, scan
 //! only the unindexed tail, truncate a torn tail, and bring the index up to date.
 
-use std::collections::HashMap;
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use crate::error::{LogPosition, OpenError};
-use crate::event::{Seq, SessionHeader};
-use crate::index::{Index, IndexBatch, Location, SessionRow, Watermark};
+use crate::event::Seq;
+use crate::index::{Index, IndexBatch, Location, Watermark};
 use crate::log::Segments;
 use crate::log::frame::FrameLimits;
 use crate::log::record::Record;
 use crate::log::scan::{self, BadFrame, RecoveryMode, ScannedFrame};
 use crate::log::segment::{self, HeaderCheck, SEGMENT_HEADER_LEN};
 
-use super::commit::{Active, Counters};
+use super::commit::Active;
+use super::registry::Registry;
 
 /// What recovery found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -39,18 +40,10 @@ pub struct RecoveryReport {
     pub removed_segment: Option<u64>,
 }
 
-/// A session as recovery leaves it.
-#[derive(Debug, Clone)]
-pub(crate) struct RecoveredSession {
-    pub number: u64,
-    pub header: SessionHeader,
-    pub counters: Counters,
-}
-
 /// Everything the store needs after recovery.
 #[derive(Debug)]
 pub(crate) struct Recovered {
-    pub sessions: Vec<RecoveredSession>,
+    pub registry: Registry,
     pub active: Option<Active>,
     pub next_segment: u64,
     pub watermark: Watermark,
@@ -166,23 +159,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
         report.rebuild_reason = Some(reason);
     }
 
-    let mut by_number: HashMap<u64, RecoveredSession> = HashMap::new();
-    let mut ids: HashMap<String, u64> = HashMap::new();
-    for (id, row) in rows {
-        ids.insert(id, row.number);
-        by_number.insert(
-            row.number,
-            RecoveredSession {
-                number: row.number,
-                header: row.header,
-                counters: Counters {
-                    next_seq: row.next_seq,
-                    data_bytes: row.data_bytes,
-                    last_time: row.last_time,
-                },
-            },
-        );
-    }
+    let mut registry = Registry::new(rows.into_iter().map(|(_, row)| row));
 
     // Scan the unindexed tail.
     let from = if watermark.segment == 0 {
@@ -199,70 +176,65 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
     report.scanned_from = from;
     let mut batch = IndexBatch::default();
     let mut overlay = Vec::new();
-    let mut dirty: Vec<u64> = Vec::new();
+    let mut dirty: BTreeSet<u64> = BTreeSet::new();
     let mut running = watermark;
     let mut visit = |frame: ScannedFrame| -> Result<(), OpenError> {
         let records = Record::decode_all(&frame.payload).map_err(|e| OpenError::Corruption {
             position: frame.position,
             reason: format!("frame passes its CRC but its records do not decode: {e}"),
         })?;
+        let corrupt = |reason: String| OpenError::Corruption {
+            position: frame.position,
+            reason,
+        };
         for (record_offset, record) in records {
             match record {
                 Record::CreateSession { session, header } => {
-                    if by_number.contains_key(&session) || ids.contains_key(&header.id) {
-                        return Err(OpenError::Corruption {
-                            position: frame.position,
-                            reason: format!(
-                                "session {:?} (number {session}) is created twice",
-                                header.id
-                            ),
-                        });
+                    let rows = registry
+                        .create(session, header, None)
+                        .map_err(|e| corrupt(e.to_string()))?;
+                    dirty.extend(rows.iter().map(|r| r.number));
+                }
+                Record::ForkSession {
+                    session,
+                    parent,
+                    seed_length,
+                    header,
+                } => {
+                    let rows = registry
+                        .create(session, header, Some((parent, seed_length)))
+                        .map_err(|e| corrupt(e.to_string()))?;
+                    dirty.extend(rows.iter().map(|r| r.number));
+                }
+                Record::DeleteSession { session } => {
+                    let (ops, rows) = registry
+                        .delete(session)
+                        .map_err(|e| corrupt(e.to_string()))?;
+                    for r in &rows {
+                        dirty.insert(r.number);
                     }
-                    ids.insert(header.id.clone(), session);
-                    by_number.insert(
-                        session,
-                        RecoveredSession {
-                            number: session,
-                            header,
-                            counters: Counters {
-                                next_seq: 0,
-                                data_bytes: 0,
-                                last_time: 0,
-                            },
-                        },
-                    );
-                    dirty.push(session);
+                    for op in &ops {
+                        if let crate::index::IndexOp::Purge { session, .. } = op {
+                            dirty.remove(session);
+                            batch.events.retain(|(s, _, _)| s != session);
+                        }
+                    }
+                    batch.ops.extend(ops);
                 }
                 Record::Event { session, event } => {
-                    let Some(s) = by_number.get_mut(&session) else {
-                        return Err(OpenError::Corruption {
-                            position: frame.position,
-                            reason: format!(
-                                "event seq {} names session number {session}, which was never created",
-                                event.seq
-                            ),
-                        });
-                    };
-                    if event.seq != s.counters.next_seq {
-                        if mode == RecoveryMode::SalvageSkippingBadFrames {
-                            report.dropped_events.push((
-                                s.header.id.clone(),
-                                event.seq,
-                                frame.position,
-                            ));
+                    let data_len = event.data.len();
+                    match registry.event(session, event.seq, event.time, data_len) {
+                        Ok(_) => {}
+                        Err(e @ super::registry::RegistryError::Gap { .. })
+                            if mode == RecoveryMode::SalvageSkippingBadFrames =>
+                        {
+                            if let super::registry::RegistryError::Gap { id, got, .. } = e {
+                                report.dropped_events.push((id, got, frame.position));
+                            }
                             continue;
                         }
-                        return Err(OpenError::Corruption {
-                            position: frame.position,
-                            reason: format!(
-                                "session {:?} event seq {} is not contiguous (expected {})",
-                                s.header.id, event.seq, s.counters.next_seq
-                            ),
-                        });
+                        Err(e) => return Err(corrupt(e.to_string())),
                     }
-                    s.counters.next_seq += 1;
-                    s.counters.data_bytes += event.data.len() as u64;
-                    s.counters.last_time = event.time;
                     let loc = Location {
                         segment: frame.position.segment,
                         frame_offset: frame.position.offset,
@@ -274,7 +246,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
                     } else {
                         overlay.push((session, event.seq, loc));
                     }
-                    dirty.push(session);
+                    dirty.insert(session);
                     report.events_recovered += 1;
                 }
             }
@@ -285,7 +257,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
             last_frame: frame.position.offset,
         };
         if writable && batch.events.len() >= 65_536 {
-            flush_rows(&mut batch, &mut dirty, &by_number);
+            flush_rows(&mut batch, &mut dirty, &registry);
             index.commit(&batch, running, false)?;
             batch = IndexBatch::default();
         }
@@ -310,8 +282,13 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
         end = torn.position;
         report.truncated = Some(torn.clone());
     }
-    if writable {
-        flush_rows(&mut batch, &mut dirty, &by_number);
+    let changed = scan_report.frames > 0
+        || report.truncated.is_some()
+        || report.index_rebuilt
+        || report.removed_segment.is_some()
+        || state.format_version.is_none();
+    if writable && changed {
+        flush_rows(&mut batch, &mut dirty, &registry);
         // The log is durable up to `end` (it was on disk when scanned; make sure of it).
         if let Some(&n) = numbers.last() {
             let path = segments.path(n);
@@ -347,10 +324,8 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
         .last()
         .map_or(1, |n| n + 1)
         .max(report.removed_segment.unwrap_or(0));
-    let mut sessions: Vec<RecoveredSession> = by_number.into_values().collect();
-    sessions.sort_by_key(|s| s.number);
     Ok(Recovered {
-        sessions,
+        registry,
         active,
         next_segment,
         watermark: running,
@@ -359,22 +334,10 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
     })
 }
 
-fn flush_rows(
-    batch: &mut IndexBatch,
-    dirty: &mut Vec<u64>,
-    sessions: &HashMap<u64, RecoveredSession>,
-) {
-    dirty.sort_unstable();
-    dirty.dedup();
-    for n in dirty.drain(..) {
-        if let Some(s) = sessions.get(&n) {
-            batch.sessions.push(SessionRow {
-                number: n,
-                next_seq: s.counters.next_seq,
-                data_bytes: s.counters.data_bytes,
-                last_time: s.counters.last_time,
-                header: s.header.clone(),
-            });
+fn flush_rows(batch: &mut IndexBatch, dirty: &mut BTreeSet<u64>, registry: &Registry) {
+    for n in std::mem::take(dirty) {
+        if let Some(row) = registry.get(n) {
+            batch.sessions.push(row.clone());
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use sessionlog::event::{Event, SessionHeader};
+use sessionlog::session::InvariantMode;
 use sessionlog::store::{Config, Durability, Store};
 
 /// The shared fixtures directory, or `None` (with a printed note) when it is absent.
@@ -22,6 +23,7 @@ pub fn config(durability: Durability) -> Config {
     Config {
         durability,
         segment_bytes: 64 * 1024,
+        invariants: InvariantMode::Off,
         ..Config::default()
     }
 }

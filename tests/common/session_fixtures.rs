@@ -7,7 +7,9 @@
 #![allow(dead_code)]
 
 use sessionlog::event::SessionHeader;
-use sessionlog::json::{JsonLimits, JsonValue, parse, stringify};
+use sessionlog::interop::chunk_rows::{ChunkKind, Codec, decode_row};
+use sessionlog::json::{JsonLimits, JsonValue, parse, raw_member};
+use sessionlog::session::RawDefects;
 use sessionlog::session::load::{StoredEvent, parse_stored_event};
 use std::path::{Path, PathBuf};
 
@@ -103,64 +105,6 @@ fn header_of(v: &JsonValue) -> Option<(SessionHeader, bool)> {
     ))
 }
 
-/// Expands one packed chunk row into its member events' JSON texts.
-fn expand_row(row: &JsonValue, next_seq: u64) -> Vec<String> {
-    let tag = row.get("type").and_then(|t| t.as_str()).unwrap_or_default();
-    let data = row.get("data").expect("row data");
-    let field = |k: &str| stringify(data.get(k).expect("row field"));
-    let members = data
-        .get(if tag == "tool-call-chunks" {
-            "args"
-        } else {
-            "texts"
-        })
-        .and_then(|m| m.as_array())
-        .expect("row members");
-    let dt = data.get("dt").and_then(|d| d.as_array()).expect("dt");
-    let seq0 = row
-        .get("seq0")
-        .and_then(num)
-        .map(|n| n as u64)
-        .unwrap_or(next_seq);
-    let mut time = row.get("time0").and_then(num).unwrap_or(0.0) as i64;
-    let mut out = Vec::new();
-    for (k, member) in members.iter().enumerate() {
-        if k > 0 {
-            time += dt[k - 1].as_f64().expect("dt number") as i64;
-        }
-        let index = field("index");
-        let chunk = match tag {
-            "tool-call-chunks" => {
-                let name = data
-                    .get("name")
-                    .map(|n| format!(",\"name\":{}", stringify(n)))
-                    .unwrap_or_default();
-                format!(
-                    "{{\"type\":\"tool-call-delta\",\"index\":{index},\"id\":{}{name},\"argumentsDelta\":{}}}",
-                    field("id"),
-                    stringify(member)
-                )
-            }
-            _ => format!(
-                "{{\"type\":\"{}\",\"index\":{index},\"text\":{}}}",
-                if tag == "text-chunks" {
-                    "text-delta"
-                } else {
-                    "reasoning-delta"
-                },
-                stringify(member)
-            ),
-        };
-        out.push(format!(
-            "{{\"type\":\"assistant/chunk\",\"seq\":{},\"time\":{time},\"data\":{{\"turn\":{},\"step\":{},\"chunk\":{chunk}}}}}",
-            seq0 + k as u64,
-            field("turn"),
-            field("step"),
-        ));
-    }
-    out
-}
-
 /// Reads a fixture by file name (without `.jsonl`).
 pub fn load_fixture(root: &Path, base: &str) -> Fixture {
     let path = root.join("dsh-sessions").join(format!("{base}.jsonl"));
@@ -184,12 +128,24 @@ pub fn load_fixture(root: &Path, base: &str) -> Fixture {
         let v = parse(line, &limits).expect("event line is JSON");
         let tag = v.get("type").and_then(|t| t.as_str()).unwrap_or_default();
         let next = events.len() as u64;
-        if matches!(tag, "text-chunks" | "reasoning-chunks" | "tool-call-chunks") {
+        if let Some(kind) = ChunkKind::from_tag(tag) {
+            // Packed rows expand through interop::chunk_rows (replay fixtures omit seq0/time0).
             if v.get("seq0").is_none() {
                 full_form = false;
             }
-            for member in expand_row(&v, next) {
-                events.push(parse_stored_event(&member, None).expect("member event"));
+            let seq0 = v
+                .get("seq0")
+                .and_then(num)
+                .map_or(next as i64, |n| n as i64);
+            let time0 = v.get("time0").and_then(num).map_or(0, |n| n as i64);
+            let data = raw_member(line, &["data"])
+                .expect("row JSON")
+                .expect("row data");
+            for member in decode_row(kind, seq0, time0, data, Codec::Jsonl).expect("valid row") {
+                events.push(StoredEvent {
+                    event: member,
+                    defects: RawDefects::default(),
+                });
             }
         } else {
             if v.get("seq").is_none() {
