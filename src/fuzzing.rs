@@ -195,6 +195,8 @@ fn fuzz_config(sim: &Arc<SimFs>) -> Config {
         compress_threshold: 256,
         max_frame_bytes: 1 << 20,
         max_event_bytes: 1 << 19,
+        // The synthetic workload does not follow dsh's turn/step invariants.
+        invariants: crate::session::InvariantMode::Off,
         fs: sim.clone(),
         ..Config::default()
     }
@@ -486,12 +488,15 @@ pub fn append_api(data: &[u8]) {
     config.durability = Durability::Buffered;
     config.max_event_bytes = 4096;
     config.json_limits.max_depth = 64;
+    let mut model: Vec<(SessionHeader, Vec<Event>)> = Vec::new();
+    let mut input = Input::new(data);
+    if input.u8() & 1 == 1 {
+        config.invariants = crate::session::InvariantMode::Always;
+    }
     let mut store = match Store::open(dir.path(), config.clone()) {
         Ok(s) => s,
         Err(e) => panic!("fresh store does not open: {e}"),
     };
-    let mut model: Vec<(SessionHeader, Vec<Event>)> = Vec::new();
-    let mut input = Input::new(data);
     let mut ops = 0;
     while !input.is_empty() && ops < 64 {
         ops += 1;
@@ -607,4 +612,160 @@ fn check_model(store: &Store, model: &[(SessionHeader, Vec<Event>)]) {
             .collect();
         assert_eq!(&read, events, "events of {:?}", h.id);
     }
+}
+
+/// Target (d1): dsh's JSONL reader on arbitrary bytes (plain or zstd, detected from the
+/// content). It returns a log or a typed error; a log's events are contiguous from seq 0, and
+/// writing it back and reading that again gives the same header and events.
+pub fn import_jsonl(data: &[u8]) {
+    use crate::interop::jsonl;
+    let Some((&flags, body)) = data.split_first() else {
+        return;
+    };
+    let opts = jsonl::ReadOptions {
+        replay_fixture: flags & 1 != 0,
+        line_limits: crate::json::JsonLimits {
+            max_depth: 256,
+            ..crate::json::JsonLimits::default()
+        },
+        max_decompressed_bytes: 16 << 20,
+        path: None,
+    };
+    let Ok(log) = jsonl::read(body, &opts) else {
+        return;
+    };
+    for (i, e) in log.events.iter().enumerate() {
+        assert_eq!(e.seq, i as u64, "events are contiguous from seq 0");
+    }
+    assert_eq!(
+        log.batches.iter().sum::<usize>(),
+        log.events.len(),
+        "batches cover the events"
+    );
+    let write = jsonl::WriteOptions {
+        compression: log.compression,
+        ..jsonl::WriteOptions::default()
+    };
+    if let Ok(bytes) = jsonl::write(&log.header, &log.events, &log.batches, &write) {
+        let again = jsonl::read(&bytes, &opts).expect("what the writer wrote reads back");
+        assert_eq!(again.header, log.header, "header round trip");
+        assert_eq!(again.events, log.events, "events round trip");
+    }
+}
+
+/// Base databases for [`import_sqlite`]: one per schema version dsh writes.
+fn sqlite_bases() -> &'static Vec<Vec<u8>> {
+    use crate::interop::sqlite::{self, SchemaVersion, WriteOptions};
+    static BASES: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    BASES.get_or_init(|| {
+        let mut out = Vec::new();
+        let mut h = SessionHeader::new("s1", 1_767_225_600_000);
+        h.cwd = Some("/work".into());
+        let events: Vec<Event> = (0..12)
+            .map(|seq| crate::workload::synthetic_event(seq, 1))
+            .collect();
+        let h2 = SessionHeader::new("s2", 5);
+        let events2: Vec<Event> = (0..3)
+            .map(|seq| crate::workload::synthetic_event(seq, 2))
+            .collect();
+        for version in [SchemaVersion::V15, SchemaVersion::V17, SchemaVersion::V18] {
+            let Some(dir) = scratch() else { continue };
+            let path = dir.path().join("base.db");
+            let sessions = [(&h, events.as_slice()), (&h2, events2.as_slice())];
+            if sqlite::write(&path, version, sessions, &WriteOptions::default()).is_ok()
+                && let Ok(bytes) = std::fs::read(&path)
+            {
+                out.push(bytes);
+            }
+        }
+        out
+    })
+}
+
+/// Target (d2): dsh's SQLite importer on damaged databases: a valid dsh database (schema 15,
+/// 17 or 18) whose rows are rewritten with arbitrary values (text, blobs, integers, NULL) and
+/// whose file bytes are then overwritten as the input says. Opening and reading return
+/// sessions or typed errors; imported events are contiguous from seq 0.
+pub fn import_sqlite(data: &[u8]) {
+    use crate::interop::sqlite::{ReadOptions, SqliteReader};
+    let bases = sqlite_bases();
+    let mut input = Input::new(data);
+    let Some(base) = bases.get(usize::from(input.u8()) % bases.len().max(1)) else {
+        return;
+    };
+    let Some(dir) = scratch() else { return };
+    let path = dir.path().join("fuzz.db");
+    if std::fs::write(&path, base).is_err() {
+        return;
+    }
+    // Row edits through SQLite itself (so the file stays a database).
+    if let Ok(conn) = rusqlite::Connection::open(&path) {
+        const COLUMNS: [(&str, &str); 14] = [
+            ("events", "seq"),
+            ("events", "type"),
+            ("events", "time"),
+            ("events", "data"),
+            ("events", "source_event_seqs"),
+            ("events", "surface_op"),
+            ("events", "ignorable"),
+            ("events", "session_id"),
+            ("sessions", "id"),
+            ("sessions", "version"),
+            ("sessions", "created_at"),
+            ("sessions", "cwd"),
+            ("sessions", "seed_length"),
+            ("sessions", "delegation_depth"),
+        ];
+        let edits = input.u8() % 8;
+        for _ in 0..edits {
+            let (table, column) = COLUMNS[usize::from(input.u8()) % COLUMNS.len()];
+            let row = i64::from(input.u8() % 16);
+            let sql = format!(
+                "UPDATE {table} SET {column} = ?1 WHERE rowid = (SELECT rowid FROM {table} LIMIT 1 OFFSET ?2)"
+            );
+            let value: rusqlite::types::Value = match input.u8() % 5 {
+                0 => rusqlite::types::Value::Null,
+                1 => rusqlite::types::Value::Integer(input.u64() as i64),
+                2 => {
+                    let n = usize::from(input.u8());
+                    rusqlite::types::Value::Blob(input.take(n).to_vec())
+                }
+                3 => rusqlite::types::Value::Real(f64::from_bits(input.u64())),
+                _ => rusqlite::types::Value::Text(input.short_str()),
+            };
+            let _ = conn.execute(&sql, rusqlite::params![value, row]);
+        }
+        if input.u8().is_multiple_of(4) {
+            let _ = conn.execute_batch("DELETE FROM events WHERE rowid % 3 = 0");
+        }
+    }
+    // Then raw byte damage.
+    if let Ok(mut bytes) = std::fs::read(&path) {
+        let damage = input.u8() % 4;
+        for _ in 0..damage {
+            let at = input.u32() as usize;
+            let v = input.u8();
+            if !bytes.is_empty() {
+                let len = bytes.len();
+                bytes[at % len] ^= v.max(1);
+            }
+        }
+        if damage > 0 && std::fs::write(&path, &bytes).is_err() {
+            return;
+        }
+    }
+    let Ok(reader) = SqliteReader::open(&path, &ReadOptions::default()) else {
+        return;
+    };
+    let Ok(list) = reader.list() else {
+        return;
+    };
+    for stored in list {
+        if let Ok(session) = reader.read_session(&stored.header.id) {
+            for (i, e) in session.events.iter().enumerate() {
+                assert_eq!(e.seq, i as u64, "imported events are contiguous from seq 0");
+            }
+        }
+    }
+    let _ = reader.read_all();
 }

@@ -112,6 +112,16 @@ fn append_api_corpus_replays() {
     assert!(replay("append_api", fuzzing::append_api) >= 20);
 }
 
+#[test]
+fn import_jsonl_corpus_replays() {
+    assert!(replay("import_jsonl", fuzzing::import_jsonl) >= 20);
+}
+
+#[test]
+fn import_sqlite_corpus_replays() {
+    assert!(replay("import_sqlite", fuzzing::import_sqlite) >= 20);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Seed corpora.
 
@@ -270,13 +280,13 @@ fn append_api_seeds() -> Vec<Vec<u8>> {
     ];
     let mut seeds = Vec::new();
     for (i, d) in datas.iter().enumerate() {
-        let mut s = ApiInput(Vec::new());
+        let mut s = ApiInput(vec![(i % 2) as u8]);
         s.create("s", (i % 2) as u8).append(0, (i % 8) as u8, d, 0);
         seeds.push(s.0);
     }
     for kind in 0..8u8 {
         // Every kind of the table, with and without a surface op, sources and layout bits.
-        let mut s = ApiInput(Vec::new());
+        let mut s = ApiInput(vec![kind % 2]);
         s.create("k", 0).append(0, 0, "{}", 0).append(
             0,
             kind,
@@ -286,7 +296,7 @@ fn append_api_seeds() -> Vec<Vec<u8>> {
         seeds.push(s.0);
     }
     let user = r#"{"id":"m1","role":"user","content":[{"type":"text","text":"hi"}]}"#;
-    let mut s = ApiInput(Vec::new());
+    let mut s = ApiInput(vec![0]);
     s.create("a", 0)
         .create("b", 1)
         .append(0, 0, r#"{"turn":1}"#, 0)
@@ -303,24 +313,106 @@ fn append_api_seeds() -> Vec<Vec<u8>> {
         .op(6)
         .append(0, 0, r#"{"turn":2}"#, 0);
     seeds.push(s.0);
-    let mut s = ApiInput(Vec::new());
+    let mut s = ApiInput(vec![1]);
     s.create("a", 0)
         .create("a", 0)
         .create("", 0)
         .append(0, 1, user, 0)
         .append(0, 0, "{}", 2);
     seeds.push(s.0);
-    let mut s = ApiInput(Vec::new());
+    let mut s = ApiInput(vec![0]);
     s.create("big", 0)
         .append(0, 0, &format!(r#"{{"b":"{}"}}"#, "z".repeat(5000)), 0);
     seeds.push(s.0);
-    let mut s = ApiInput(Vec::new());
+    let mut s = ApiInput(vec![0]);
     s.create("r", 0)
         .append(0, 0, "{}", 0)
         .op(7)
         .append(0, 0, "{}", 0)
         .op(6);
     seeds.push(s.0);
+    seeds
+}
+
+fn import_jsonl_seeds() -> Vec<Vec<u8>> {
+    use sessionlog::interop::jsonl::{self, Compression, WriteOptions};
+    let mut h = SessionHeader::new("seed-session", 1_767_225_600_000);
+    h.cwd = Some("/work".into());
+    h.delegation_depth = Some(0);
+    let events: Vec<Event> = (0..15)
+        .map(|seq| sessionlog::workload::synthetic_event(seq, 3))
+        .collect();
+    let mut files = Vec::new();
+    for (compression, batches) in [
+        (Compression::None, vec![15]),
+        (Compression::Zstd, vec![5, 5, 5]),
+        (Compression::Zstd, vec![15]),
+    ] {
+        let opts = WriteOptions {
+            compression,
+            ..WriteOptions::default()
+        };
+        files.push(jsonl::write(&h, &events, &batches, &opts).unwrap());
+        files.push(jsonl::write(&h, &events[..3], &[3], &opts).unwrap());
+    }
+    let plain = files[0].clone();
+    let mut seeds: Vec<Vec<u8>> = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        seeds.push([&[(i % 2) as u8][..], f].concat());
+    }
+    for cut in [1, 50, plain.len() / 3, plain.len() / 2, plain.len() - 2] {
+        seeds.push([&[0u8][..], &plain[..cut]].concat());
+    }
+    let zstd = &files[2];
+    for cut in [4, 20, zstd.len() / 2, zstd.len() - 1] {
+        seeds.push([&[0u8][..], &zstd[..cut]].concat());
+    }
+    let header =
+        String::from_utf8(plain[..plain.iter().position(|&b| b == b'\n').unwrap() + 1].to_vec())
+            .unwrap();
+    for line in [
+        r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}"#,
+        r#"{"type":"turn/start","seq":1,"time":1,"data":{"turn":1}}"#,
+        r#"{"type":"user/message","seq":0,"time":1,"data":{"id":"m","role":"user","content":[]},"surfaceOp":"append"}"#,
+        r#"{"type":"text-chunks","seq":0,"time":1,"data":{"turn":1,"step":1,"chunks":["a","b","c"]}}"#,
+        r#"{"type":"turn/start","data":{"turn":1}}"#,
+        r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":-0}}"#,
+        "not json at all",
+    ] {
+        seeds.push(format!("\u{1}{header}{line}\n").into_bytes());
+    }
+    seeds.push(b"\0".to_vec());
+    seeds
+}
+
+fn import_sqlite_seeds() -> Vec<Vec<u8>> {
+    let mut rng = SimRng::new(11);
+    let mut seeds = Vec::new();
+    for version in 0..3u8 {
+        seeds.push(vec![version]);
+        seeds.push(vec![version, 0, 3]);
+    }
+    for i in 0..24u8 {
+        let mut s = vec![i % 3, 1 + i % 4];
+        for _ in 0..(1 + i % 4) {
+            s.push(rng.below(14) as u8);
+            s.push(rng.below(16) as u8);
+            let kind = rng.below(5) as u8;
+            s.push(kind);
+            match kind {
+                1 | 3 => s.extend_from_slice(&rng.next_u64().to_le_bytes()),
+                2 | 4 => {
+                    let n = rng.below(20) as u8;
+                    s.push(n);
+                    s.extend((0..n).map(|_| b"{}[]\"0123456789:,abc"[rng.below(20) as usize]));
+                }
+                _ => {}
+            }
+        }
+        s.push(rng.below(4) as u8);
+        s.push(0);
+        seeds.push(s);
+    }
     seeds
 }
 
@@ -335,6 +427,8 @@ fn regenerate_seed_corpora() {
         ("decode_log", decode_log_seeds()),
         ("recover_store", recover_store_seeds()),
         ("append_api", append_api_seeds()),
+        ("import_jsonl", import_jsonl_seeds()),
+        ("import_sqlite", import_sqlite_seeds()),
     ] {
         let dir = corpus_dir(target);
         std::fs::create_dir_all(&dir).unwrap();
@@ -352,6 +446,8 @@ fn seed_corpora_are_up_to_date() {
         ("decode_log", decode_log_seeds()),
         ("recover_store", recover_store_seeds()),
         ("append_api", append_api_seeds()),
+        ("import_jsonl", import_jsonl_seeds()),
+        ("import_sqlite", import_sqlite_seeds()),
     ] {
         for (i, s) in seeds.iter().enumerate() {
             let path = corpus_dir(target).join(format!("seed-{i:03}"));

