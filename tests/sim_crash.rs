@@ -17,7 +17,8 @@
 //!
 //! After a crash `index.redb` is kept as left, deleted, or replaced by an older copy.
 //!
-//! `SESSIONLOG_SIM_SCENARIOS=N` sets the number of scenarios (default 1500);
+//! `SESSIONLOG_SIM_SCENARIOS=N` sets the number of scenarios of each test (defaults: 2000 Sync/Group,
+//! 1000 Buffered);
 //! `SESSIONLOG_SIM_SEED=S` replays one scenario. A failure prints its seed.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -998,12 +999,12 @@ fn run_family(name: &str, family: Family, salt: u64, default: u64) {
 
 #[test]
 fn sync_and_group_survive_random_crashes() {
-    run_family("sync/group", MAIN, 0, 1000);
+    run_family("sync/group", MAIN, 0, 2000);
 }
 
 #[test]
 fn buffered_survives_in_order_crashes() {
-    run_family("buffered", BUFFERED_IN_ORDER, 1, 500);
+    run_family("buffered", BUFFERED_IN_ORDER, 1, 1000);
 }
 
 /// Regression (engine): Buffered mode writes several frames before one fsync. When the page
@@ -1085,5 +1086,42 @@ fn corruption_found_by_the_post_recovery_replay_names_its_frame() {
         }
         Err(OpenError::Corruption { position, .. }) => assert_eq!(position, loc.position()),
         Err(e) => panic!("unexpected error {e}"),
+    }
+}
+
+/// Regression (engine, minor): the store never fsyncs the directory that holds `segments/`,
+/// so on a file system without ordered metadata the first open's `mkdir segments` can be lost
+/// in a power failure together with every acknowledged event in it.
+#[test]
+#[ignore = "needs engine fix: Segments::new must sync the parent directory after creating segments/ (see fuzz/README.md)"]
+fn the_segments_directory_survives_a_power_loss() {
+    for seed in 0..16 {
+        let dir = scratch_dir();
+        let sim = SimFs::new(
+            seed,
+            SimOptions {
+                volatile_mkdir: true,
+                ..SimOptions::default()
+            },
+        );
+        let config = Config {
+            durability: Durability::Sync,
+            invariants: InvariantMode::Off,
+            fs: sim.clone(),
+            ..Config::default()
+        };
+        let store = Store::open(dir.path(), config.clone()).unwrap();
+        store.create_session(SessionHeader::new("a", 1)).unwrap();
+        store
+            .append("a", Event::new("turn/start", 0, 1, r#"{"turn":1}"#))
+            .unwrap();
+        sim.crash();
+        drop(store);
+        let store = Store::open(dir.path(), config).unwrap();
+        assert_eq!(
+            store.len("a"),
+            Some(1),
+            "seed {seed}: an acknowledged event was lost"
+        );
     }
 }
