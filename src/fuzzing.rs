@@ -473,7 +473,11 @@ fn arbitrary_event(input: &mut Input<'_>, seq: u64) -> Event {
         source_event_seqs,
         surface_op,
         ignorable: flags & 8 != 0,
-        layout: Layout { key_order, packing },
+        layout: Layout {
+            key_order,
+            packing,
+            batch_start: false,
+        },
     }
 }
 

@@ -1012,7 +1012,6 @@ fn buffered_survives_in_order_crashes() {
 /// followed by a valid one and refuses to open (`Corruption`), although nothing acknowledged
 /// was damaged.
 #[test]
-#[ignore = "needs engine fix: Committer::lead must not leave more than one unsynced frame (see fuzz/README.md)"]
 fn buffered_survives_reordered_crashes() {
     let mut family = BUFFERED_IN_ORDER;
     family.options.reorder = true;
@@ -1050,7 +1049,6 @@ fn fsync_eio_with_cached_pages_then_power_loss() {
 /// fail in its post-recovery replay (`catch_up`) with `OpenError::Corruption` at segment 0
 /// offset 0; the damaged frame's real position appears only in the message.
 #[test]
-#[ignore = "needs engine fix: Store::open must map catch_up's corruption to the damaged frame's LogPosition (see fuzz/README.md)"]
 fn corruption_found_by_the_post_recovery_replay_names_its_frame() {
     let dir = scratch_dir();
     let sim = SimFs::new(5, SimOptions::default());
