@@ -491,3 +491,44 @@ fn snapshot_prints_views_by_key() {
     );
     let _ = SessionStatsProjection;
 }
+
+/// The stats give the same state on a stored legacy `tool/result` (`{callId, content,
+/// isError}`) as on dsh's converted view of it, so the store may feed either.
+#[test]
+fn legacy_tool_result_folds_like_its_converted_view() {
+    use sessionlog::event::SurfaceOp;
+    use sessionlog::session::legacy::LegacyView;
+    let log = vec![
+        Event::new("step/start", 0, 1000, r#"{"turn":1,"step":1}"#),
+        Event::new("tool/call", 1, 1100, r#"{"turn":1,"step":1,"callId":"c1","name":"ls","arguments":{}}"#),
+        Event::new(
+            "tool/result",
+            2,
+            1350,
+            r#"{"turn":1,"step":1,"callId":"c1","content":[{"type":"text","text":"ok"}],"isError":false}"#,
+        )
+        .with_surface_op(SurfaceOp::Append)
+        .with_sources(vec![1]),
+    ];
+    let view = LegacyView::convert("s", &log).unwrap();
+    assert_eq!(view.len(), 1, "the legacy result is converted");
+    let converted = view.apply(&log);
+    assert!(
+        converted[2]
+            .data
+            .contains(r#""source":{"kind":"tool","callId":"c1"}"#)
+    );
+    let set = ProjectionSet::dsh();
+    let stored = set.fold_all(&log).unwrap();
+    assert_eq!(
+        set.checkpoint(&stored),
+        set.checkpoint(&set.fold_all(&converted).unwrap())
+    );
+    assert_eq!(
+        stored
+            .get::<SessionStatsProjection>("sessionStats")
+            .unwrap()
+            .tool_ms,
+        250.0
+    );
+}
