@@ -71,6 +71,14 @@ pub enum Command {
         /// Check the invariants of these sessions only (the log is always checked whole).
         sessions: Vec<String>,
     },
+    /// Open the store read-write, running crash recovery (cuts a torn last frame, rebuilds an
+    /// index that disagrees with the log), and report what it did.
+    Recover {
+        /// Also skip damaged frames in the middle of the log (their events are dropped and
+        /// reported) instead of refusing to open.
+        #[arg(long)]
+        salvage: bool,
+    },
     /// Test harness: append synthetic events with `Sync` durability from several threads,
     /// printing `ack <session> <seq>` after each durable append, until killed.
     #[command(hide = true)]
@@ -162,6 +170,7 @@ fn run(cli: Cli) -> CliResult {
         Command::List { json } => inspect::list(&cli.store, json),
         Command::Show(args) => inspect::show(&cli.store, &args),
         Command::Verify { sessions } => verify::verify(&cli.store, &sessions),
+        Command::Recover { salvage } => recover(&cli.store, salvage),
         Command::CrashWriter { threads } => {
             crash_writer(&cli.store, threads)?;
             Ok(ExitCode::SUCCESS)
@@ -185,15 +194,71 @@ fn open_for_reading(dir: &std::path::Path) -> Result<Store, Box<dyn std::error::
     };
     match Store::open(dir, read_only) {
         Ok(store) => Ok(store),
-        Err(crate::error::OpenError::NeedsRepair { reason, .. }) => {
-            eprintln!(
-                "sessionlog: note: rebuilding the index of {} ({reason})",
-                dir.display()
-            );
-            Ok(Store::open(dir, Config::default())?)
-        }
+        Err(crate::error::OpenError::NeedsRepair { reason, .. }) => Err(format!(
+            "the index of {} needs rebuilding ({reason}); `sessionlog verify` shows the damage, \
+             `sessionlog recover` rebuilds the index (a damaged last frame is then cut as a torn write)",
+            dir.display()
+        )
+        .into()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// `recover [--salvage]`: opens the store read-write (running recovery) and reports what
+/// recovery did.
+fn recover(dir: &std::path::Path, salvage: bool) -> CliResult {
+    if !dir.is_dir() {
+        return Err(format!(
+            "store directory {} does not exist; pass --store DIR (or set SESSIONLOG_STORE)",
+            dir.display()
+        )
+        .into());
+    }
+    let config = Config {
+        recovery: if salvage {
+            crate::log::scan::RecoveryMode::SalvageSkippingBadFrames
+        } else {
+            crate::log::scan::RecoveryMode::TolerateTornTail
+        },
+        ..Config::default()
+    };
+    let store = Store::open(dir, config)?;
+    let r = store.recovery_report().clone();
+    store.close()?;
+    println!(
+        "recovered {}: scanned {} frame(s) from {}, {} event(s) indexed",
+        dir.display(),
+        r.frames_scanned,
+        r.scanned_from,
+        r.events_recovered
+    );
+    if r.index_rebuilt {
+        println!(
+            "index rebuilt: {}",
+            r.rebuild_reason
+                .as_deref()
+                .unwrap_or("it disagreed with the log")
+        );
+    }
+    if let Some(t) = &r.truncated {
+        println!(
+            "torn write cut at {}: {} ({} bytes)",
+            t.position, t.reason, t.skipped
+        );
+    }
+    for b in &r.skipped_frames {
+        println!(
+            "bad frame skipped at {}: {} ({} bytes)",
+            b.position, b.reason, b.skipped
+        );
+    }
+    for (id, seq, at) in &r.dropped_events {
+        println!("dropped: session \"{id}\" seq {seq} (at {at}), after a gap");
+    }
+    if let Some(n) = r.removed_segment {
+        println!("removed segment {n} (torn while being created)");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Appends [`crate::workload::synthetic_event`]s forever (until killed), acknowledging each

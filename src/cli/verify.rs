@@ -61,7 +61,8 @@ fn open(dir: &Path) -> Result<(Store, Vec<String>), Box<dyn std::error::Error>> 
         }
         Err(OpenError::NeedsRepair { reason, .. }) => Err(format!(
             "the index of {} needs rebuilding ({reason}); verify never modifies the store — \
-             open it read-write once (e.g. `sessionlog list`) and run verify again",
+             `sessionlog recover` rebuilds it (a damaged last frame is then cut as a torn write), \
+             then run verify again",
             dir.display()
         )
         .into()),
