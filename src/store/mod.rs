@@ -21,6 +21,9 @@ mod commit;
 mod lock;
 pub mod recovery;
 mod registry;
+mod session;
+
+pub use session::{ForkFailure, Intent, Session, now_ms};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -96,6 +99,9 @@ pub struct Config {
     pub json_limits: JsonLimits,
     /// When dsh's turn/step/tool invariants are enforced on append. Default `Always`.
     pub invariants: InvariantMode,
+    /// [`Store::resume`] appends dsh's crash closers when a session's log ends inside an
+    /// open turn. Default true.
+    pub repair_on_resume: bool,
     /// The file system (the seam for fault injection).
     pub fs: Arc<dyn FileSystem>,
 }
@@ -115,6 +121,7 @@ impl Default for Config {
             checkpoint_bytes: 16 << 20,
             json_limits: JsonLimits::default(),
             invariants: InvariantMode::Always,
+            repair_on_resume: true,
             fs: Arc::new(StdFileSystem),
         }
     }
@@ -185,10 +192,10 @@ pub(crate) struct Core {
 /// An opened store. Cheap to share between threads (`&Store` is `Sync`).
 pub struct Store {
     dir: PathBuf,
-    config: Config,
+    pub(crate) config: Config,
     segments: Arc<Segments>,
     index: Arc<Index>,
-    committer: Option<Arc<Committer>>,
+    pub(crate) committer: Option<Arc<Committer>>,
     registry: RwLock<Registry>,
     cores: Mutex<HashMap<u64, Arc<Mutex<Core>>>>,
     overlay: HashMap<(u64, Seq), Location>,
@@ -233,6 +240,20 @@ impl Store {
             Segments::new(config.fs.clone(), dir.join(SEGMENTS_DIR), writable)
                 .map_err(io(dir.join(SEGMENTS_DIR)))?,
         );
+        if writable {
+            // A segment (or `segments/` itself) created just before a crash may not be
+            // durable yet: make the directory entries durable before anything is appended
+            // to them.
+            config
+                .fs
+                .sync_dir(&dir.join(SEGMENTS_DIR))
+                .map_err(io(dir.join(SEGMENTS_DIR)))?;
+            config.fs.sync_dir(&dir).map_err(io(dir.clone()))?;
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                // The store directory's own entry, in case this open created it.
+                let _ = config.fs.sync_dir(parent);
+            }
+        }
         let index_path = dir.join(INDEX_FILE);
         let index = if writable {
             Index::open(&index_path)?
@@ -282,7 +303,7 @@ impl Store {
             .into_iter()
             .map(|(s, q, l)| ((s, q), l))
             .collect();
-        let store = Store {
+        let mut store = Store {
             dir,
             config,
             segments,
@@ -310,7 +331,14 @@ impl Store {
 
     /// Brings every session's surface table and state checkpoint up to its last event (after
     /// recovery indexed a tail without them), then checkpoints the index.
-    fn catch_up(&self) -> Result<(), AppendError> {
+    fn catch_up(&mut self) -> Result<(), AppendError> {
+        let mut failures = Vec::new();
+        let result = self.catch_up_into(&mut failures);
+        self.report.catch_up_failures = failures;
+        result
+    }
+
+    fn catch_up_into(&self, failures: &mut Vec<(String, String)>) -> Result<(), AppendError> {
         let behind: Vec<u64> = self
             .registry()
             .live()
@@ -324,8 +352,20 @@ impl Store {
         for number in behind {
             let core = self.core(number);
             let mut core = lock(&core);
-            self.ensure_state(number, &mut core)?;
-            self.checkpoint_state(number, &mut core)?;
+            // One damaged session must not keep the store from opening: its error is
+            // reported and comes back when the session is used.
+            match self.ensure_state(number, &mut core) {
+                Ok(()) => self.checkpoint_state(number, &mut core)?,
+                Err(e @ AppendError::PreviousIo(_)) => return Err(e),
+                Err(e) => {
+                    let id = self
+                        .registry()
+                        .get(number)
+                        .map(|r| r.header.id.clone())
+                        .unwrap_or_default();
+                    failures.push((id, e.to_string()));
+                }
+            }
         }
         // Not durable: if this is lost in a crash, the next open catches up again.
         let c = self.committer()?;
@@ -360,7 +400,7 @@ impl Store {
         self.segments.frames_read()
     }
 
-    fn committer(&self) -> Result<&Arc<Committer>, AppendError> {
+    pub(crate) fn committer(&self) -> Result<&Arc<Committer>, AppendError> {
         self.committer.as_ref().ok_or(AppendError::ReadOnly)
     }
 
@@ -368,7 +408,7 @@ impl Store {
         self.registry.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn registry_mut(&self) -> std::sync::RwLockWriteGuard<'_, Registry> {
+    pub(crate) fn registry_mut(&self) -> std::sync::RwLockWriteGuard<'_, Registry> {
         self.registry.write().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -688,10 +728,15 @@ impl Store {
             let mut cache = FrameCache::default();
             let mut events = Vec::with_capacity(row.next_seq.min(1 << 20) as usize);
             for seq in 0..row.next_seq {
-                events.push(
-                    self.read_resolved(number, seq, &mut cache)
-                        .map_err(|e| replay_failed(seq, e.to_string()))?,
-                );
+                let mut event = self
+                    .read_resolved(number, seq, &mut cache)
+                    .map_err(|e| replay_failed(seq, e.to_string()))?;
+                // Replay accepts every type the engine accepted on append (unknown types
+                // are legal in a live session; only dsh's import refuses them).
+                if !crate::session::known::is_known_event_type(&event.kind) {
+                    event.ignorable = true;
+                }
+                events.push(event);
             }
             let loaded = crate::session::load::load_stored(
                 &row.header.id,
@@ -1343,7 +1388,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn encode(record: &Record) -> Result<Vec<u8>, AppendError> {
+pub(crate) fn encode(record: &Record) -> Result<Vec<u8>, AppendError> {
     let mut bytes = Vec::new();
     record
         .encode_into(&mut bytes)
@@ -1351,7 +1396,7 @@ fn encode(record: &Record) -> Result<Vec<u8>, AppendError> {
     Ok(bytes)
 }
 
-fn state_bytes(state: &SessionState) -> Result<Vec<u8>, AppendError> {
+pub(crate) fn state_bytes(state: &SessionState) -> Result<Vec<u8>, AppendError> {
     state.to_bytes().map_err(|e| {
         AppendError::Io(std::io::Error::other(format!(
             "encoding session state: {e}"
@@ -1367,7 +1412,7 @@ fn derive_error(e: crate::session::derive::DeriveError) -> ReadError {
 }
 
 /// Copies the surface summary of `state` into a session row.
-fn set_surface(row: &mut SessionRow, state: &SessionState) {
+pub(crate) fn set_surface(row: &mut SessionRow, state: &SessionState) {
     let nodes = state.surface().nodes();
     row.surface_head = nodes.first().copied().unwrap_or(NO_NODE);
     row.surface_tail = nodes.last().copied().unwrap_or(NO_NODE);
@@ -1403,10 +1448,10 @@ fn surface_ops(number: u64, nodes: &[Seq], change: &SurfaceChange, ops: &mut Vec
 
 /// Earlier events of a session, as the semantics ask for them: the batch being appended
 /// first, then the store (following fork links).
-struct StoreLookup<'a> {
-    store: &'a Store,
-    number: u64,
-    batch: &'a [Event],
+pub(crate) struct StoreLookup<'a> {
+    pub(crate) store: &'a Store,
+    pub(crate) number: u64,
+    pub(crate) batch: &'a [Event],
 }
 
 impl EventLookup for StoreLookup<'_> {

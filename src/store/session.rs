@@ -1,0 +1,401 @@
+//! Session handles on the store: create, resume (with crash repair), append with a surface
+//! intent, read, derive messages, fork (zero-copy) and delete.
+//!
+//! ```
+//! use sessionlog::event::{SessionHeader, Seq};
+//! use sessionlog::store::{Config, Intent, Store};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let store = Store::open(dir.path(), Config::default())?;
+//! let s = store.create(SessionHeader::new("s1", 1_767_225_600_000))?;
+//! let user = |id: &str, text: &str| {
+//!     format!(r#"{{"id":"{id}","role":"user","content":[{{"type":"text","text":"{text}"}}],"source":{{"kind":"user"}}}}"#)
+//! };
+//! s.append("turn/start", r#"{"turn":1}"#, Intent::none())?;
+//! s.append("user/message", &user("u1", "hello"), Intent::append())?;
+//! s.append("user/message", &user("u2", "more"), Intent::append())?;
+//! s.append("turn/end", r#"{"turn":1,"reason":{"kind":"completed"}}"#, Intent::none())?;
+//! // Compaction: a summary replaces surface nodes 1..2 (it must cite every node it shadows).
+//! s.append("user/message", &user("sum", "summary"), Intent::replace(1, 2).sources(vec![1, 2]))?;
+//! drop(s);
+//! drop(store);
+//!
+//! let store = Store::open(dir.path(), Config::default())?;
+//! let s = store.resume("s1")?;
+//! assert_eq!(s.surface()?, vec![4 as Seq]);
+//! let messages = s.messages()?;
+//! assert_eq!(messages.len(), 1);
+//! assert!(messages[0].json.contains("summary"));
+//! assert_eq!(s.len(), 5); // shadowed events stay in the log
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::error::{AppendError, ReadError};
+use crate::event::{Event, Seq, SessionHeader, SurfaceOp};
+use crate::index::{IndexOp, NO_NODE};
+use crate::log::record::Record;
+use crate::session::SessionState;
+use crate::session::derive::DerivedMessage;
+use crate::session::fork::{ForkError, plan_fork};
+
+use super::commit::Stage;
+use super::{FrameCache, Receipt, Store, StoreLookup, encode, lock, set_surface, state_bytes};
+
+/// How an appended event joins the surface (dsh's surface metadata).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Intent {
+    /// `surfaceOp` (required on `user/message`, `assistant/message`, `tool/result`).
+    pub surface_op: Option<SurfaceOp>,
+    /// `sourceEventSeqs`.
+    pub source_event_seqs: Option<Vec<Seq>>,
+}
+
+impl Intent {
+    /// A log-only event: no surface metadata.
+    pub fn none() -> Self {
+        Intent::default()
+    }
+
+    /// `surfaceOp: "append"`.
+    pub fn append() -> Self {
+        Intent {
+            surface_op: Some(SurfaceOp::Append),
+            source_event_seqs: None,
+        }
+    }
+
+    /// `surfaceOp: {op: "replace", start, end}`.
+    pub fn replace(start: Seq, end: Seq) -> Self {
+        Intent {
+            surface_op: Some(SurfaceOp::Replace { start, end }),
+            source_event_seqs: None,
+        }
+    }
+
+    /// Sets `sourceEventSeqs`.
+    pub fn sources(mut self, seqs: Vec<Seq>) -> Self {
+        self.source_event_seqs = Some(seqs);
+        self
+    }
+}
+
+/// Why a fork was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ForkFailure {
+    /// dsh's fork rules (`SESSION_NOT_FOUND`, `INVALID_BOUNDARY`, `OPEN_TURN`, ...).
+    #[error(transparent)]
+    Rule(#[from] ForkError),
+    /// Writing the child failed.
+    #[error(transparent)]
+    Append(#[from] AppendError),
+}
+
+/// A handle on one session of a store.
+#[derive(Debug, Clone)]
+pub struct Session<'s> {
+    store: &'s Store,
+    id: String,
+    number: u64,
+}
+
+/// Milliseconds since the Unix epoch (dsh's `Date.now()`).
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Store {
+    /// Creates a session and returns its handle.
+    pub fn create(&self, header: SessionHeader) -> Result<Session<'_>, AppendError> {
+        let id = header.id.clone();
+        self.create_session(header)?;
+        self.session(&id)
+            .map_err(|_| AppendError::NoSuchSession(id))
+    }
+
+    /// A handle on an existing session. Opening a handle never modifies anything.
+    pub fn session(&self, id: &str) -> Result<Session<'_>, ReadError> {
+        let number = self
+            .number_of(id)
+            .ok_or_else(|| ReadError::NoSuchSession(id.to_owned()))?;
+        Ok(Session {
+            store: self,
+            id: id.to_owned(),
+            number,
+        })
+    }
+
+    /// Resumes a session for writing: loads its state (checkpoint plus the events after it)
+    /// and, when its log ends inside an open turn (a crash mid-turn), appends dsh's crash
+    /// closers (error results for unanswered tool calls, `step/end`, `turn/end` with reason
+    /// `interrupted`) before handing it back — unless `Config::repair_on_resume` is off.
+    pub fn resume(&self, id: &str) -> Result<Session<'_>, AppendError> {
+        let session = self
+            .session(id)
+            .map_err(|_| AppendError::NoSuchSession(id.to_owned()))?;
+        let core = self.core(session.number);
+        let mut core = lock(&core);
+        self.ensure_state(session.number, &mut core)?;
+        if self.config.repair_on_resume
+            && self.committer.is_some()
+            && let Some(closers) = core.state.as_ref().map(SessionState::closers)
+            && !closers.is_empty()
+        {
+            self.append_locked(id, session.number, &mut core, closers)?;
+        }
+        Ok(session)
+    }
+
+    /// Forks `source` after `boundary` (inclusive; `None`: its last event) into a new session
+    /// `child_id` (`None`: a minted `session-<n>`). The boundary must not fall inside an open
+    /// turn. Zero-copy: the child's first `seedLength` events are the parent's frames, read
+    /// through the parent; only the child's surface (and a `session/end-seed` marker, as dsh
+    /// writes) is written. A deleted parent keeps its events while forks inherit them
+    /// (reference counting).
+    pub fn fork(
+        &self,
+        source: &str,
+        boundary: Option<Seq>,
+        child_id: Option<&str>,
+    ) -> Result<Session<'_>, ForkFailure> {
+        let committer = self.committer()?;
+        let child_id = match child_id {
+            Some(c) => c.to_owned(),
+            None => self.mint_id(),
+        };
+        if self.number_of(&child_id).is_some() {
+            return Err(ForkError::already_exists(&child_id).into());
+        }
+        let number = self
+            .number_of(source)
+            .ok_or_else(|| ForkError::not_found(source))?;
+        let core = self.core(number);
+        let mut core = lock(&core);
+        self.ensure_state(number, &mut core)?;
+        let Some(state) = core.state.as_ref() else {
+            return Err(ForkError::not_found(source).into());
+        };
+        let source_header = self
+            .header(source)
+            .ok_or_else(|| ForkError::not_found(source))?;
+        let lookup = StoreLookup {
+            store: self,
+            number,
+            batch: &[],
+        };
+        let plan = plan_fork(
+            source,
+            &source_header,
+            state,
+            boundary,
+            &child_id,
+            now_ms().max(0) as u64,
+            &lookup,
+        )?;
+        let child_state = match plan.child_state {
+            Some(s) => s,
+            None => {
+                let mut cache = FrameCache::default();
+                let mut events = Vec::with_capacity(plan.seed_length.min(1 << 20) as usize);
+                for seq in 0..plan.seed_length {
+                    events.push(self.read_resolved(number, seq, &mut cache).map_err(|e| {
+                        AppendError::Semantics {
+                            session: source.to_owned(),
+                            seq,
+                            reason: e.to_string(),
+                        }
+                    })?);
+                }
+                SessionState::rebuild(&events, state.invariant_mode()).map_err(|e| {
+                    AppendError::Semantics {
+                        session: source.to_owned(),
+                        seq: 0,
+                        reason: e.to_string(),
+                    }
+                })?
+            }
+        };
+        drop(core);
+
+        let mut registry = self.registry_mut();
+        let child = registry.next_number();
+        let mut rows = registry
+            .create(child, plan.header.clone(), Some((number, plan.seed_length)))
+            .map_err(|_| ForkError::already_exists(&child_id))?;
+        if let Some(row) = rows.iter_mut().find(|r| r.number == child) {
+            set_surface(row, &child_state);
+            registry.put(row.clone());
+        }
+        let nodes = child_state.surface().nodes();
+        let mut ops: Vec<IndexOp> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, &seq)| IndexOp::Link {
+                session: child,
+                seq,
+                prev: if i == 0 { NO_NODE } else { nodes[i - 1] },
+                next: nodes.get(i + 1).copied().unwrap_or(NO_NODE),
+            })
+            .collect();
+        ops.push(IndexOp::State {
+            session: child,
+            covered: child_state.next_seq(),
+            bytes: state_bytes(&child_state)?,
+        });
+        let record = encode(&Record::ForkSession {
+            session: child,
+            parent: number,
+            seed_length: plan.seed_length,
+            header: plan.header,
+        })?;
+        let lsn = committer.stage(Stage {
+            records: vec![(record, None)],
+            ops,
+            rows,
+        })?;
+        drop(registry);
+        let child_core = self.core(child);
+        let mut child_core = lock(&child_core);
+        child_core.checkpointed = child_state.next_seq();
+        let seed = child_state.next_seq();
+        child_core.state = Some(child_state);
+        if plan.needs_end_seed {
+            let marker = Event::new("session/end-seed", seed, now_ms(), "{}");
+            self.append_locked(&child_id, child, &mut child_core, vec![marker])?;
+        } else {
+            self.finish(lsn, seed.saturating_sub(1))?;
+        }
+        drop(child_core);
+        Ok(Session {
+            store: self,
+            id: child_id,
+            number: child,
+        })
+    }
+
+    /// Deletes a session. A session that forks still inherit from is hidden and its events
+    /// are kept until the last such fork is deleted.
+    pub fn delete_session(&self, id: &str) -> Result<Receipt, AppendError> {
+        let committer = self.committer()?;
+        let number = self
+            .number_of(id)
+            .ok_or_else(|| AppendError::NoSuchSession(id.to_owned()))?;
+        let core = self.core(number);
+        let _core = lock(&core);
+        let mut registry = self.registry_mut();
+        let (ops, rows) = registry
+            .delete(number)
+            .map_err(|_| AppendError::NoSuchSession(id.to_owned()))?;
+        let lsn = committer.stage(Stage {
+            records: vec![(encode(&Record::DeleteSession { session: number })?, None)],
+            ops,
+            rows,
+        })?;
+        drop(registry);
+        lock(&self.cores).remove(&number);
+        self.finish(lsn, 0)
+    }
+
+    /// dsh's store id minting: `session-<n>`, the first n from 1 not taken.
+    fn mint_id(&self) -> String {
+        (1u64..)
+            .map(|n| format!("session-{n}"))
+            .find(|id| self.number_of(id).is_none())
+            .unwrap_or_else(|| "session-0".into())
+    }
+}
+
+impl<'s> Session<'s> {
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The store.
+    pub fn store(&self) -> &'s Store {
+        self.store
+    }
+
+    /// Appends an event of type `kind` with `data` (JSON text) and surface `intent`, stamped
+    /// with the wall clock. Returns the stored event and the receipt.
+    pub fn append(
+        &self,
+        kind: &str,
+        data: &str,
+        intent: Intent,
+    ) -> Result<(Event, Receipt), AppendError> {
+        self.append_at(kind, data, intent, now_ms())
+    }
+
+    /// Like [`Session::append`] with an explicit `time` (ms).
+    pub fn append_at(
+        &self,
+        kind: &str,
+        data: &str,
+        intent: Intent,
+        time: i64,
+    ) -> Result<(Event, Receipt), AppendError> {
+        let core = self.store.core(self.number);
+        let mut core = lock(&core);
+        self.store.ensure_state(self.number, &mut core)?;
+        let seq = core.state.as_ref().map_or(0, SessionState::next_seq);
+        let mut event = Event::new(kind, seq, time, data);
+        event.surface_op = intent.surface_op;
+        event.source_event_seqs = intent.source_event_seqs;
+        let receipt =
+            self.store
+                .append_locked(&self.id, self.number, &mut core, vec![event.clone()])?;
+        Ok((event, receipt))
+    }
+
+    /// Appends a batch of events atomically (one frame); the first starts an append batch.
+    pub fn append_events(&self, mut events: Vec<Event>) -> Result<Receipt, AppendError> {
+        if let Some(first) = events.first_mut() {
+            first.layout.batch_start = true;
+        }
+        self.store.append_batch(&self.id, events)
+    }
+
+    /// Number of events (inherited ones included).
+    pub fn len(&self) -> Seq {
+        self.store.len(&self.id).unwrap_or(0)
+    }
+
+    /// True when the session has no events.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The header.
+    pub fn header(&self) -> Option<SessionHeader> {
+        self.store.header(&self.id)
+    }
+
+    /// One event.
+    pub fn get(&self, seq: Seq) -> Result<Option<Event>, ReadError> {
+        self.store.get(&self.id, seq)
+    }
+
+    /// Events in `range`, in order.
+    pub fn events(&self, range: std::ops::Range<Seq>) -> Result<super::Events<'s>, ReadError> {
+        self.store.events(&self.id, range)
+    }
+
+    /// The surface: model-visible node seqs in order.
+    pub fn surface(&self) -> Result<Vec<Seq>, ReadError> {
+        self.store.surface(&self.id)
+    }
+
+    /// dsh's `deriveMessages()`.
+    pub fn messages(&self) -> Result<Vec<DerivedMessage>, ReadError> {
+        self.store.messages(&self.id)
+    }
+
+    /// The replace generation.
+    pub fn replace_generation(&self) -> Result<u64, ReadError> {
+        self.store.replace_generation(&self.id)
+    }
+}
