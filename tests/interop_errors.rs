@@ -584,3 +584,63 @@ fn export_refusals() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+#[test]
+fn sqlite_write_each_loads_sessions_one_at_a_time_and_fails_cleanly() {
+    use std::borrow::Cow;
+    let tmp = tempfile::tempdir().unwrap();
+    let headers: Vec<SessionHeader> = (0..3)
+        .map(|i| {
+            let mut h = SessionHeader::new(format!("s{i}"), 1);
+            h.cwd = Some("/work".into());
+            h
+        })
+        .collect();
+    // Loaded in order: once to build, once to verify; an empty session is skipped.
+    let mut calls = Vec::new();
+    let out = tmp.path().join("a.db");
+    let report = sqlite::write_each(
+        &out,
+        SchemaVersion::V17,
+        &headers,
+        &sqlite::WriteOptions::default(),
+        |h: &SessionHeader| {
+            calls.push(h.id.clone());
+            let events = if h.id == "s1" {
+                Vec::new()
+            } else {
+                one_turn_events()
+            };
+            Ok::<_, SqliteError>(Cow::Owned(events))
+        },
+    )
+    .unwrap();
+    assert_eq!(calls, ["s0", "s1", "s2", "s0", "s2"]);
+    assert_eq!(report.sessions, 2);
+    assert_eq!(report.skipped_empty, ["s1"]);
+    let back = sqlite::read(&out, &Default::default()).unwrap();
+    assert_eq!(back.sessions.len(), 2);
+    // A loader error is returned as is and nothing is published.
+    let out = tmp.path().join("b.db");
+    let err = sqlite::write_each(
+        &out,
+        SchemaVersion::V18,
+        &headers,
+        &sqlite::WriteOptions::default(),
+        |h: &SessionHeader| {
+            if h.id == "s2" {
+                Err(ExportError::NoSuchSession(h.id.clone()))
+            } else {
+                Ok(Cow::Owned(one_turn_events()))
+            }
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(err, ExportError::NoSuchSession(ref id) if id == "s2"));
+    assert!(!out.exists());
+    let names: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["a.db"], "no temporary file left");
+}

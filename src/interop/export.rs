@@ -43,6 +43,7 @@
 //! ));
 //! ```
 
+use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -761,9 +762,11 @@ fn export_sqlite(
             path: out.to_owned(),
         });
     }
+    // One session in memory at a time: the writer loads each when it writes it, and again
+    // when it reads the finished file back to check it.
     let total = headers.len() as u64;
-    let mut sessions: Vec<(SessionHeader, Vec<Event>)> = Vec::with_capacity(headers.len());
-    for (i, h) in headers.iter().enumerate() {
+    let mut calls = 0u64;
+    let load = |h: &SessionHeader| -> Result<Cow<'static, [Event]>, ExportError> {
         let n = store
             .len(&h.id)
             .ok_or_else(|| ExportError::NoSuchSession(h.id.clone()))?;
@@ -776,18 +779,22 @@ fn export_sqlite(
             .map_err(read_err)?
             .collect::<Result<_, _>>()
             .map_err(read_err)?;
-        sessions.push((h.clone(), events));
-        progress(ExportProgress {
-            done: i as u64 + 1,
-            total,
-            session: &h.id,
-        });
-    }
-    let written = sqlite::write(
+        calls += 1;
+        if calls <= total {
+            progress(ExportProgress {
+                done: calls,
+                total,
+                session: &h.id,
+            });
+        }
+        Ok(Cow::Owned(events))
+    };
+    let written = sqlite::write_each(
         out,
         version,
-        sessions.iter().map(|(h, e)| (h, e.as_slice())),
+        headers,
         &sqlite::WriteOptions::default(),
+        load,
     )?;
     Ok(ExportReport {
         files: vec![out.to_owned()],
