@@ -454,6 +454,15 @@ fn bad_inputs_are_exit_2_and_leave_the_store_unchanged() {
         &std::fs::read(&good).unwrap(),
         &["\"s1\" already exists"],
     );
+    let replay = concat!(
+        r#"{"type":"session","version":0,"id":"r1","createdAt":1000,"delegationDepth":0}"#,
+        "\n",
+        r#"{"type":"turn/start","data":{"turn":1}}"#,
+        "\n",
+        r#"{"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+        "\n",
+    );
+    bad("replay.jsonl", replay.as_bytes(), &["--replay-fixture"]);
     // A missing path.
     let o = sessionlog(&store, &["import", "/nonexistent/x.jsonl"]);
     assert_eq!(o.status.code(), Some(2));
@@ -491,6 +500,20 @@ fn bad_inputs_are_exit_2_and_leave_the_store_unchanged() {
     // Nothing was printed on stdout as progress when stderr is not a terminal.
     let o = sessionlog(&store, &["verify"]);
     assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+    // The replay form imports when asked for (numbered by position, time 0).
+    let p = tmp.path().join("replay.jsonl");
+    let o = sessionlog(&store, &["import", "--replay-fixture", p.to_str().unwrap()]);
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+    ok(o);
+    let events = json_lines_array(&ok(sessionlog(
+        &store,
+        &["show", "r1", "--events", "--json"],
+    )));
+    assert_eq!(events.len(), 2);
+    assert_eq!(
+        (events[1]["seq"].as_u64(), events[1]["time"].as_i64()),
+        (Some(1), Some(0))
+    );
 }
 
 #[test]

@@ -644,3 +644,26 @@ fn sqlite_write_each_loads_sessions_one_at_a_time_and_fails_cleanly() {
         .collect();
     assert_eq!(names, ["a.db"], "no temporary file left");
 }
+
+#[test]
+fn formats_are_detected_from_content_not_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open(tmp.path().join("store"), Config::default()).unwrap();
+    // A zstd log named .jsonl, a SQLite database named .jsonl.zstd, a plain log named .db.
+    let (z, _) = one_turn_zstd();
+    let a = tmp.path().join("a.jsonl");
+    std::fs::write(&a, &z).unwrap();
+    let db = sqlite_file(tmp.path(), SchemaVersion::V18);
+    let b = tmp.path().join("b.jsonl.zstd");
+    std::fs::write(&b, std::fs::read(&db).unwrap()).unwrap();
+    let c = tmp.path().join("c.db");
+    std::fs::write(&c, one_turn().replace("\"s1\"", "\"s3\"")).unwrap();
+    // b holds "s1" like a: import them into separate stores.
+    let report = import_paths(&store, &[a, c], &ImportOptions::default(), &mut |_| {}).unwrap();
+    let formats: Vec<&str> = report.sessions.iter().map(|s| s.format.as_str()).collect();
+    assert_eq!(formats, ["jsonl-zstd", "jsonl"]);
+    let other = Store::open(tmp.path().join("other"), Config::default()).unwrap();
+    let report = import_paths(&other, &[b], &ImportOptions::default(), &mut |_| {}).unwrap();
+    assert_eq!(report.sessions[0].format, "sqlite18");
+    assert_eq!(other.len("s1"), Some(3));
+}

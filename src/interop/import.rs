@@ -442,13 +442,17 @@ fn list(errors: &[FileImportError]) -> String {
 }
 
 fn jsonl_hint(e: &JsonlReadError) -> &'static str {
+    const REPLAY: &str = "; if this is a dsh replay fixture (records without seq/time), import it with --replay-fixture";
     match e {
+        JsonlReadError::CommittedCorruption { dsh_reason, .. }
+            if dsh_reason.contains("got undefined") =>
+        {
+            REPLAY
+        }
         JsonlReadError::CommittedCorruption { .. } => {
             "; the damage precedes a committed turn end, so it is not a torn tail — restore the file from a backup"
         }
-        JsonlReadError::NotAHeader { .. } => {
-            "; if this is a dsh replay fixture (records without seq/time), import it with --replay-fixture"
-        }
+        JsonlReadError::NotAHeader { .. } => REPLAY,
         JsonlReadError::FormatUnsupported { .. } | JsonlReadError::UnknownEventType { .. } => {
             "; this build reads dsh's session format v0 and its event vocabulary only"
         }
