@@ -667,3 +667,39 @@ fn formats_are_detected_from_content_not_names() {
     assert_eq!(report.sessions[0].format, "sqlite18");
     assert_eq!(other.len("s1"), Some(3));
 }
+
+#[test]
+fn sessions_beyond_the_hold_budget_are_read_again_for_writing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open(tmp.path().join("store"), Config::default()).unwrap();
+    let a = tmp.path().join("a.jsonl");
+    std::fs::write(&a, one_turn()).unwrap();
+    let b = sqlite_file(tmp.path(), SchemaVersion::V17);
+    let c = tmp.path().join("c.jsonl");
+    std::fs::write(&c, one_turn().replace("\"s1\"", "\"s3\"")).unwrap();
+    let options = ImportOptions {
+        hold_bytes: 0,
+        ..ImportOptions::default()
+    };
+    // a and b both hold "s1": refused before anything is written, as with the default budget.
+    let err = import_paths(&store, &[a.clone(), b], &options, &mut |_| {}).unwrap_err();
+    assert!(matches!(err, FileImportError::Duplicate { .. }), "{err}");
+    assert!(store.sessions().is_empty());
+    let mut phases = Vec::new();
+    let report = import_paths(&store, &[a, c], &options, &mut |p| {
+        phases.push((p.phase, p.done, p.total, p.session.to_owned()))
+    })
+    .unwrap();
+    assert_eq!(report.sessions.len(), 2);
+    assert_eq!(store.len("s1"), Some(3));
+    assert_eq!(store.len("s3"), Some(3));
+    assert_eq!(
+        phases,
+        [
+            ("checking", 1, 2, "s1".to_owned()),
+            ("checking", 2, 2, "s3".to_owned()),
+            ("importing", 1, 2, "s1".to_owned()),
+            ("importing", 2, 2, "s3".to_owned()),
+        ]
+    );
+}

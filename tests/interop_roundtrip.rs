@@ -460,3 +460,92 @@ fn sqlite17_store_round_trip_is_row_identical() {
 fn sqlite18_store_round_trip_is_row_identical() {
     sqlite_row_identical("sqlite18", SchemaVersion::V18);
 }
+
+/// A long session of engine-laid-out events (packing `Auto`, batches marked by `batch_start`)
+/// streams out in pieces exactly as the one-shot JSONL writer lays it out: packed runs per
+/// batch, one zstd frame per batch.
+#[test]
+fn long_sessions_stream_out_like_the_one_shot_writer() {
+    use sessionlog::event::SessionHeader;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open(tmp.path().join("store"), config()).unwrap();
+    let mut events = vec![Event::new("turn/start", 0, 0, r#"{"turn":1}"#)];
+    let mut batches = Vec::new();
+    let mut batch_len = 1usize;
+    for step in 1..=3000u64 {
+        let seq = events.len() as u64;
+        let mut start = Event::new(
+            "step/start",
+            seq,
+            seq as i64,
+            format!(r#"{{"turn":1,"step":{step}}}"#),
+        );
+        // A new append batch every 1000 steps (about 5000 events: written in pieces).
+        if step % 1000 == 0 {
+            start.layout.batch_start = true;
+            batches.push(batch_len);
+            batch_len = 0;
+        }
+        events.push(start);
+        for k in 0..(step % 7) {
+            let seq = seq + 1 + k;
+            events.push(Event::new(
+                "assistant/chunk",
+                seq,
+                seq as i64,
+                format!(
+                    r#"{{"turn":1,"step":{step},"chunk":{{"type":"text-delta","index":0,"text":"t{k}"}}}}"#
+                ),
+            ));
+        }
+        let seq = events.len() as u64;
+        events.push(Event::new(
+            "step/end",
+            seq,
+            seq as i64,
+            format!(r#"{{"turn":1,"step":{step}}}"#),
+        ));
+        batch_len += 2 + (step % 7) as usize;
+    }
+    let seq = events.len() as u64;
+    events.push(Event::new(
+        "turn/end",
+        seq,
+        seq as i64,
+        r#"{"turn":1,"reason":{"kind":"completed"}}"#,
+    ));
+    batch_len += 1;
+    batches.push(batch_len);
+    assert!(events.len() > 2 * 4096, "{} events", events.len());
+    assert_eq!(batches.iter().sum::<usize>(), events.len());
+    let mut header = SessionHeader::new("long", 1);
+    header.cwd = Some("/work".into());
+    store
+        .import_session(header.clone(), events.clone(), None)
+        .unwrap();
+    for compression in [Compression::None, Compression::Zstd] {
+        let ours = jsonl_bytes(&store, "long", compression);
+        let theirs = jsonl::write(
+            &header,
+            &events,
+            &batches,
+            &jsonl::WriteOptions {
+                compression,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        match compression {
+            Compression::None => assert!(ours == theirs, "{}", first_difference(&ours, &theirs)),
+            Compression::Zstd => {
+                assert_eq!(frame_texts(&ours), frame_texts(&theirs));
+                assert_eq!(frame_texts(&ours).len(), 1 + batches.len());
+            }
+        }
+    }
+    // Packed rows are in the output (runs of 3 or more), and it reads back as the events.
+    let plain = jsonl_bytes(&store, "long", Compression::None);
+    assert!(String::from_utf8_lossy(&plain).contains(r#""type":"text-chunks""#));
+    let back = jsonl::read(&plain, &ReadOptions::default()).unwrap();
+    assert_eq!(logical(&back.events), logical(&events));
+}

@@ -414,6 +414,18 @@ pub enum FileImportError {
         /// The second.
         second: PathBuf,
     },
+    /// A source changed between validation and writing (it is read twice when the sessions
+    /// do not fit in [`ImportOptions::hold_bytes`]).
+    #[error(
+        "{}: the file changed during the import ({detail}); import it again when nothing writes to it",
+        path.display()
+    )]
+    Changed {
+        /// The file.
+        path: PathBuf,
+        /// What changed.
+        detail: String,
+    },
     /// Validation found problems; nothing was imported.
     #[error("{} problem(s), nothing was imported:\n{}", errors.len(), list(errors))]
     Rejected {
@@ -734,15 +746,18 @@ pub fn import_sources(
     // Pass 1: read and validate everything; keep sessions in memory while the budget allows.
     let mut held: Vec<Option<ReadSession>> = Vec::with_capacity(items.len());
     let mut skip: Vec<bool> = Vec::with_capacity(items.len());
+    let mut ids: Vec<String> = Vec::with_capacity(items.len());
     let mut budget = options.hold_bytes;
     for (i, item) in items.iter().enumerate() {
         let path = item.path();
         let mut keep = None;
         let mut skipped = false;
+        let mut read_id = String::new();
         match readers.read(item, options) {
             Err(e) => errors.push(e),
             Ok(s) => {
                 let id = s.header.id.clone();
+                read_id.clone_from(&id);
                 if let Some(first) = seen.get(&id) {
                     errors.push(FileImportError::Duplicate {
                         session: id.clone(),
@@ -786,6 +801,7 @@ pub fn import_sources(
         }
         held.push(keep);
         skip.push(skipped);
+        ids.push(read_id);
     }
     if !errors.is_empty() {
         return Err(if errors.len() == 1 {
@@ -804,7 +820,19 @@ pub fn import_sources(
         let s = match slot {
             Some(s) => s,
             None => match readers.read(item, options) {
-                Ok(s) => s,
+                Ok(s) if s.header.id == ids[i] => s,
+                Ok(s) => {
+                    return Err(FileImportError::Partial {
+                        imported,
+                        source: Box::new(FileImportError::Changed {
+                            path: path.to_owned(),
+                            detail: format!(
+                                "it held session \"{}\" when checked and \"{}\" now",
+                                ids[i], s.header.id
+                            ),
+                        }),
+                    });
+                }
                 Err(e) => {
                     return Err(FileImportError::Partial {
                         imported,
