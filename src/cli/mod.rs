@@ -39,9 +39,9 @@ pub struct Cli {
 pub enum Command {
     /// Run the demonstration workload in a temporary store and print timings.
     Demo {
-        /// Events per session.
-        #[arg(long, default_value_t = 20_000)]
-        events: u64,
+        /// Turns per session (58 events each).
+        #[arg(long, default_value_t = 200)]
+        turns: u64,
         /// Concurrent sessions.
         #[arg(long, default_value_t = 16)]
         sessions: u64,
@@ -157,8 +157,8 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> CliResult {
     match cli.command {
-        Command::Demo { events, sessions } => {
-            demo::run(events, sessions)?;
+        Command::Demo { turns, sessions } => {
+            demo::run(turns, sessions)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(args) => {
