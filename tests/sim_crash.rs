@@ -1104,6 +1104,8 @@ fn the_segments_directory_survives_a_power_loss() {
                 ..SimOptions::default()
             },
         );
+        // The store directory exists before the store is opened; `segments/` does not.
+        sim.create_durable_dir_all(dir.path());
         let config = Config {
             durability: Durability::Sync,
             invariants: InvariantMode::Off,
