@@ -431,6 +431,22 @@ impl Scenario {
                             ));
                         }
                     }
+                    // The surface (derived data kept in the index) matches the log: every event of
+                    // this workload that joins the surface appends to it.
+                    let want: Vec<u64> = s.events[..len]
+                        .iter()
+                        .filter(|e| e.surface_op.is_some())
+                        .map(|e| e.seq)
+                        .collect();
+                    let surface = store
+                        .surface(&s.id)
+                        .map_err(|e| format!("{what}: surface of {}: {e}", s.id))?;
+                    if surface != want {
+                        return Err(format!(
+                            "{what}: surface of {} is {surface:?}, the log says {want:?}",
+                            s.id
+                        ));
+                    }
                     self.tally.lost_unacked += (s.events.len() - len) as u64;
                     s.events.truncate(len);
                     s.durable = len;
