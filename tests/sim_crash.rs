@@ -990,7 +990,7 @@ fn run_family(name: &str, family: Family, salt: u64, default: u64) {
                         match Scenario::new(seed, family).run() {
                             Ok(tally) => total.add(&tally),
                             Err(e) => panic!(
-                                "{name} seed {seed} failed: {e}\nreplay: SESSIONLOG_SIM_SEED={seed} cargo test --release --test sim_crash"
+                                "{name} seed {seed} failed: {e}\nreplay: SESSIONLOG_SIM_SEED={seed} SESSIONLOG_SIM_TRACE=1 cargo test --release --test sim_crash -- --include-ignored"
                             ),
                         }
                         i += threads;
