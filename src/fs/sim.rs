@@ -529,6 +529,16 @@ impl SimFs {
         st.generation += 1;
     }
 
+    /// Creates a directory and its parents as already durable: directories that existed
+    /// before the test (a crash never undoes them, even with [`SimOptions::volatile_mkdir`]).
+    pub fn create_durable_dir_all(&self, path: &Path) {
+        let mut st = lock(&self.state);
+        for p in path.ancestors().filter(|p| !p.as_os_str().is_empty()) {
+            let d = st.dirs.entry(p.to_path_buf()).or_default();
+            d.durable = true;
+        }
+    }
+
     /// The current contents of a file (what a reader sees), if it exists.
     pub fn read_file(&self, path: &Path) -> Option<Vec<u8>> {
         let st = lock(&self.state);
