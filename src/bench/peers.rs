@@ -1,0 +1,893 @@
+//! The peers: sessionlog and the stores it is compared with, behind one writer and one
+//! reader interface, so every peer is fed the same events in the same groups.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use redb::ReadableDatabase as _;
+
+use crate::event::{Event, Seq, SessionHeader, SurfaceOp};
+use crate::json::{self, JsonLimits, JsonValue};
+use crate::log::record::{EventRecord, Record};
+use crate::store::{Config, Durability, Store};
+use crate::workload::{write_event_json, write_seq_array, write_surface_op};
+
+use super::fold::{Message, SurfaceFold};
+
+/// The error type of the harness (threads pass errors back, so it is `Send + Sync`).
+pub type BenchError = Box<dyn std::error::Error + Send + Sync>;
+/// A harness result.
+pub type BenchResult<T> = Result<T, BenchError>;
+
+/// A store under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum PeerKind {
+    /// sessionlog itself.
+    Sessionlog,
+    /// SQLite, dsh's schema 15, WAL, `synchronous=FULL`.
+    SqliteFull,
+    /// SQLite, dsh's schema 15, WAL, `synchronous=NORMAL` (a commit is not synced: not durable).
+    SqliteNormal,
+    /// dsh-style JSONL: one file per session, one line per event, fsync per batch.
+    Jsonl,
+    /// redb alone: one table keyed by (session, seq), one durable commit per batch.
+    Redb,
+    /// The raw disk: sequential write + fdatasync of the same JSON bytes (the ceiling).
+    RawDisk,
+}
+
+impl PeerKind {
+    /// Every peer, sessionlog first.
+    pub const ALL: [PeerKind; 6] = [
+        PeerKind::Sessionlog,
+        PeerKind::SqliteFull,
+        PeerKind::SqliteNormal,
+        PeerKind::Jsonl,
+        PeerKind::Redb,
+        PeerKind::RawDisk,
+    ];
+
+    /// The peers that can load a session back (the raw disk keeps no structure).
+    pub const READERS: [PeerKind; 4] = [
+        PeerKind::Sessionlog,
+        PeerKind::SqliteFull,
+        PeerKind::Jsonl,
+        PeerKind::Redb,
+    ];
+
+    /// The short name used in tables, JSON and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            PeerKind::Sessionlog => "sessionlog",
+            PeerKind::SqliteFull => "sqlite-wal-full",
+            PeerKind::SqliteNormal => "sqlite-wal-normal",
+            PeerKind::Jsonl => "dsh-jsonl",
+            PeerKind::Redb => "redb",
+            PeerKind::RawDisk => "raw-disk",
+        }
+    }
+
+    /// The peer of a name.
+    pub fn from_name(name: &str) -> Option<PeerKind> {
+        PeerKind::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// True when a write of this peer returns only once the data is durable.
+    pub fn durable(self) -> bool {
+        self != PeerKind::SqliteNormal
+    }
+}
+
+/// How the benchmark groups and syncs appends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Each event is appended and made durable on its own.
+    PerEvent,
+    /// Events are appended in batches of this many, each batch made durable (one frame /
+    /// transaction / write + fsync).
+    Batch(usize),
+    /// The dsh workload's flush points (4 per turn): events are appended as they come and made
+    /// durable at each flush point (sessionlog: `Buffered` + `flush()`).
+    FlushPoints,
+}
+
+impl Mode {
+    /// The name used in tables and JSON.
+    pub fn name(self) -> String {
+        match self {
+            Mode::PerEvent => "sync per event".into(),
+            Mode::Batch(n) => format!("batch {n}"),
+            Mode::FlushPoints => "buffered, 4 flushes/turn".into(),
+        }
+    }
+}
+
+/// A writer: sessions are numbered by index `0..`; `write` makes one group durable (as far as
+/// the peer's durability goes).
+pub trait Writer: Sync {
+    /// Creates session `index`.
+    fn create(&self, index: usize, header: &SessionHeader) -> BenchResult<()>;
+    /// Appends one group of events of session `index` and makes it durable.
+    fn write(&self, index: usize, events: Vec<Event>) -> BenchResult<()>;
+    /// Closes the store cleanly.
+    fn close(self: Box<Self>) -> BenchResult<()>;
+}
+
+/// Opens a writer of `peer` in the empty directory `dir` for `mode`.
+pub fn open_writer(peer: PeerKind, dir: &Path, mode: Mode) -> BenchResult<Box<dyn Writer>> {
+    std::fs::create_dir_all(dir)?;
+    Ok(match peer {
+        PeerKind::Sessionlog => Box::new(SessionlogWriter::open(dir, mode)?),
+        PeerKind::SqliteFull => Box::new(SqliteWriter::open(dir, true)?),
+        PeerKind::SqliteNormal => Box::new(SqliteWriter::open(dir, false)?),
+        PeerKind::Jsonl => Box::new(JsonlWriter::open(dir)),
+        PeerKind::Redb => Box::new(RedbWriter::open(dir)?),
+        PeerKind::RawDisk => Box::new(RawWriter::open(dir)?),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// sessionlog
+// ---------------------------------------------------------------------------------------------
+
+/// How [`SessionlogWriter`] appends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionlogStyle {
+    /// `Sync` store; `append` for one event, `append_batch` for several: each write durable.
+    Sync,
+    /// `Buffered` store; `append` each event, then `flush()` (the flush-point workload).
+    BufferedFlush,
+    /// `Buffered` store with `batch_bytes = 1`: each `append_batch` is written as its own frame
+    /// at once but not synced (for building data sets with realistic frames quickly).
+    FramesNoSync,
+}
+
+/// sessionlog: `Sync` durability with `append`/`append_batch`, or `Buffered` with `flush()`
+/// at flush points.
+pub struct SessionlogWriter {
+    store: Store,
+    style: SessionlogStyle,
+    ids: Mutex<HashMap<usize, String>>,
+}
+
+impl SessionlogWriter {
+    /// Opens a store in `dir` configured for `mode`.
+    pub fn open(dir: &Path, mode: Mode) -> BenchResult<Self> {
+        let style = if mode == Mode::FlushPoints {
+            SessionlogStyle::BufferedFlush
+        } else {
+            SessionlogStyle::Sync
+        };
+        Self::open_with(dir, Config::default(), style)
+    }
+
+    /// Opens a store in `dir` with an explicit configuration (its durability is set from
+    /// `style`).
+    pub fn open_with(dir: &Path, mut config: Config, style: SessionlogStyle) -> BenchResult<Self> {
+        match style {
+            SessionlogStyle::Sync => config.durability = Durability::Sync,
+            SessionlogStyle::BufferedFlush => config.durability = Durability::Buffered,
+            SessionlogStyle::FramesNoSync => {
+                config.durability = Durability::Buffered;
+                config.batch_bytes = 1;
+            }
+        }
+        Ok(SessionlogWriter {
+            store: Store::open(dir, config)?,
+            style,
+            ids: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The store (for tests of recovery).
+    pub fn into_store(self) -> Store {
+        self.store
+    }
+
+    fn id(&self, index: usize) -> BenchResult<String> {
+        self.ids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&index)
+            .cloned()
+            .ok_or_else(|| format!("session {index} was not created").into())
+    }
+}
+
+impl Writer for SessionlogWriter {
+    fn create(&self, index: usize, header: &SessionHeader) -> BenchResult<()> {
+        self.store.create_session(header.clone())?;
+        self.ids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(index, header.id.clone());
+        Ok(())
+    }
+
+    fn write(&self, index: usize, events: Vec<Event>) -> BenchResult<()> {
+        let id = self.id(index)?;
+        match self.style {
+            SessionlogStyle::BufferedFlush => {
+                for e in events {
+                    self.store.append(&id, e)?;
+                }
+                self.store.flush()?;
+            }
+            SessionlogStyle::Sync if events.len() == 1 => {
+                let receipt = self
+                    .store
+                    .append(&id, events.into_iter().next().ok_or("empty group")?)?;
+                if !receipt.durable {
+                    return Err("a Sync append returned before it was durable".into());
+                }
+            }
+            SessionlogStyle::Sync | SessionlogStyle::FramesNoSync => {
+                self.store.append_batch(&id, events)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn close(self: Box<Self>) -> BenchResult<()> {
+        Ok(self.store.close()?)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SQLite, dsh's schema 15
+// ---------------------------------------------------------------------------------------------
+
+/// dsh's schema-15 DDL (`dsh-persistence-formats.md` §5.2).
+pub const SQLITE_15_DDL: &str = "
+CREATE TABLE IF NOT EXISTS persistence_state (
+  singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+  store_id  TEXT NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS sessions (
+  id               TEXT PRIMARY KEY,
+  version          INTEGER NOT NULL,
+  created_at       INTEGER NOT NULL,
+  cwd              TEXT,
+  parent_session   TEXT,
+  seed_length      INTEGER,
+  origin           TEXT,
+  delegation_depth INTEGER,
+  agent_preset     TEXT,
+  incarnation      TEXT NOT NULL,
+  revision         INTEGER NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS events (
+  session_id        TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+  seq               INTEGER NOT NULL,
+  type              TEXT NOT NULL,
+  time              INTEGER NOT NULL,
+  data              TEXT NOT NULL,
+  source_event_seqs TEXT,
+  surface_op        TEXT,
+  ignorable         INTEGER,
+  PRIMARY KEY (session_id, seq)
+) STRICT;
+";
+
+const SQLITE_FILE: &str = "sessions.sqlite";
+
+/// Opens (creating) a schema-15 database in `dir` as dsh does: foreign keys on, the DDL and
+/// identity in one transaction, then WAL; `synchronous` FULL or NORMAL.
+pub fn open_sqlite(dir: &Path, full: bool) -> BenchResult<rusqlite::Connection> {
+    let mut conn = rusqlite::Connection::open(dir.join(SQLITE_FILE))?;
+    conn.execute_batch("PRAGMA foreign_keys = ON")?;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    tx.execute_batch(SQLITE_15_DDL)?;
+    tx.execute(
+        "INSERT OR IGNORE INTO persistence_state (singleton, store_id) VALUES (1, ?)",
+        ["bench-store"],
+    )?;
+    tx.execute_batch("PRAGMA application_id = 1146308688; PRAGMA user_version = 15")?;
+    tx.commit()?;
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(format!("SQLite refused WAL mode (got {mode})").into());
+    }
+    conn.execute_batch(if full {
+        "PRAGMA synchronous = FULL"
+    } else {
+        "PRAGMA synchronous = NORMAL"
+    })?;
+    Ok(conn)
+}
+
+/// SQLite with dsh's schema 15; one transaction per group (insert the rows, bump the
+/// session revision, commit). Concurrent sessions share the one connection (SQLite has one
+/// writer at a time; a mutex is its best case).
+pub struct SqliteWriter {
+    conn: Mutex<rusqlite::Connection>,
+    ids: Mutex<HashMap<usize, String>>,
+}
+
+impl SqliteWriter {
+    /// Opens the database in `dir`.
+    pub fn open(dir: &Path, full: bool) -> BenchResult<Self> {
+        Ok(SqliteWriter {
+            conn: Mutex::new(open_sqlite(dir, full)?),
+            ids: Mutex::new(HashMap::new()),
+        })
+    }
+}
+
+/// The column texts dsh's schema 15 stores for an event's `sourceEventSeqs` and `surfaceOp`.
+fn sqlite_columns(e: &Event) -> (Option<String>, Option<String>) {
+    let sources = e.source_event_seqs.as_ref().map(|s| {
+        let mut out = String::new();
+        write_seq_array(&mut out, s);
+        out
+    });
+    let op = e.surface_op.as_ref().map(|op| {
+        let mut out = String::new();
+        write_surface_op(&mut out, op);
+        out
+    });
+    (sources, op)
+}
+
+impl Writer for SqliteWriter {
+    fn create(&self, index: usize, header: &SessionHeader) -> BenchResult<()> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = conn.transaction()?;
+        tx.execute(
+            "INSERT INTO sessions (id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, agent_preset, incarnation, revision)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
+             ON CONFLICT(id) DO UPDATE SET version=excluded.version, created_at=excluded.created_at, cwd=excluded.cwd,
+               parent_session=excluded.parent_session, seed_length=excluded.seed_length, origin=excluded.origin,
+               delegation_depth=excluded.delegation_depth, agent_preset=excluded.agent_preset",
+            rusqlite::params![
+                header.id,
+                header.version,
+                header.created_at as i64,
+                header.cwd,
+                header.parent_session,
+                header.seed_length.map(|s| s as i64),
+                header.origin,
+                header.delegation_depth.map(|d| d as i64),
+                header.agent_preset,
+                format!("incarnation-{index}"),
+            ],
+        )?;
+        tx.commit()?;
+        self.ids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(index, header.id.clone());
+        Ok(())
+    }
+
+    fn write(&self, index: usize, events: Vec<Event>) -> BenchResult<()> {
+        let id = self
+            .ids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&index)
+            .cloned()
+            .ok_or("session not created")?;
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = conn.transaction()?;
+        {
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO events (session_id, seq, type, time, data, source_event_seqs, surface_op, ignorable) VALUES (?,?,?,?,?,?,?,?)",
+            )?;
+            for e in &events {
+                let (sources, op) = sqlite_columns(e);
+                insert.execute(rusqlite::params![
+                    id,
+                    e.seq as i64,
+                    e.kind,
+                    e.time,
+                    e.data,
+                    sources,
+                    op,
+                    e.ignorable.then_some(1i64),
+                ])?;
+            }
+            tx.prepare_cached("UPDATE sessions SET revision = revision + 1 WHERE id = ?")?
+                .execute([&id])?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn close(self: Box<Self>) -> BenchResult<()> {
+        let conn = self.conn.into_inner().unwrap_or_else(|p| p.into_inner());
+        conn.close().map_err(|(_, e)| e)?;
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// dsh-style JSONL
+// ---------------------------------------------------------------------------------------------
+
+/// The path of session `id`'s JSONL file under `dir` (one directory per session, as dsh).
+pub fn jsonl_path(dir: &Path, id: &str) -> PathBuf {
+    dir.join(id).join("session.jsonl")
+}
+
+/// dsh-style JSONL, raw mode, one line per event (no packed rows): each group is one
+/// `write` of its lines and one `fsync` of the session's file.
+pub struct JsonlWriter {
+    dir: PathBuf,
+    files: Mutex<HashMap<usize, std::sync::Arc<Mutex<File>>>>,
+}
+
+impl JsonlWriter {
+    /// A writer of files under `dir`.
+    pub fn open(dir: &Path) -> Self {
+        JsonlWriter {
+            dir: dir.to_path_buf(),
+            files: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+/// dsh's JSONL header line for `h` (`toHeaderLine` key order).
+pub fn jsonl_header_line(h: &SessionHeader) -> String {
+    let mut s = String::from(r#"{"type":"session","version":0,"id":"#);
+    json::write_js_string(&mut s, &h.id);
+    s.push_str(&format!(r#","createdAt":{}"#, h.created_at));
+    if let Some(cwd) = &h.cwd {
+        s.push_str(r#","cwd":"#);
+        json::write_js_string(&mut s, cwd);
+    }
+    s.push_str(&format!(
+        r#","delegationDepth":{}}}"#,
+        h.delegation_depth.unwrap_or(0)
+    ));
+    s
+}
+
+impl Writer for JsonlWriter {
+    fn create(&self, index: usize, header: &SessionHeader) -> BenchResult<()> {
+        let path = jsonl_path(&self.dir, &header.id);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let mut file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)?;
+        file.write_all(format!("{}\n", jsonl_header_line(header)).as_bytes())?;
+        file.sync_all()?;
+        self.files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(index, std::sync::Arc::new(Mutex::new(file)));
+        Ok(())
+    }
+
+    fn write(&self, index: usize, events: Vec<Event>) -> BenchResult<()> {
+        let file = self
+            .files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&index)
+            .cloned()
+            .ok_or("session not created")?;
+        let mut text = String::with_capacity(events.iter().map(|e| e.data.len() + 96).sum());
+        for e in &events {
+            write_event_json(&mut text, e);
+            text.push('\n');
+        }
+        let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        Ok(())
+    }
+
+    fn close(self: Box<Self>) -> BenchResult<()> {
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// redb alone
+// ---------------------------------------------------------------------------------------------
+
+const REDB_FILE: &str = "events.redb";
+const REDB_EVENTS: redb::TableDefinition<(u64, u64), &[u8]> = redb::TableDefinition::new("events");
+
+/// The record bytes redb stores for an event (sessionlog's own postcard record, uncompressed).
+fn redb_value(session: u64, e: Event) -> BenchResult<Vec<u8>> {
+    let mut out = Vec::new();
+    Record::Event {
+        session,
+        event: EventRecord::from(e),
+    }
+    .encode_into(&mut out)?;
+    Ok(out)
+}
+
+/// redb alone: one table keyed by (session number, seq) holding the event record; one
+/// durable (`Immediate`) commit per group.
+pub struct RedbWriter {
+    db: redb::Database,
+}
+
+impl RedbWriter {
+    /// Opens (creating) the database in `dir`.
+    pub fn open(dir: &Path) -> BenchResult<Self> {
+        Ok(RedbWriter {
+            db: redb::Database::create(dir.join(REDB_FILE))?,
+        })
+    }
+}
+
+impl Writer for RedbWriter {
+    fn create(&self, _index: usize, _header: &SessionHeader) -> BenchResult<()> {
+        Ok(())
+    }
+
+    fn write(&self, index: usize, events: Vec<Event>) -> BenchResult<()> {
+        let session = index as u64 + 1;
+        let txn = self.db.begin_write()?;
+        {
+            let mut table = txn.open_table(REDB_EVENTS)?;
+            for e in events {
+                let seq = e.seq;
+                table.insert((session, seq), redb_value(session, e)?.as_slice())?;
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    fn close(self: Box<Self>) -> BenchResult<()> {
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The raw disk
+// ---------------------------------------------------------------------------------------------
+
+/// The raw disk: appends bytes to one file and `fdatasync`s it; nothing else.
+pub struct RawWriter {
+    file: Mutex<(File, u64)>,
+}
+
+impl RawWriter {
+    /// Creates the file `raw.log` in `dir`.
+    pub fn open(dir: &Path) -> BenchResult<Self> {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(dir.join("raw.log"))?;
+        Ok(RawWriter {
+            file: Mutex::new((file, 0)),
+        })
+    }
+
+    /// Writes `bytes` at the end and syncs them.
+    pub fn write_bytes(&self, bytes: &[u8]) -> BenchResult<()> {
+        use std::os::unix::fs::FileExt;
+        let mut guard = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        let (file, len) = &mut *guard;
+        file.write_all_at(bytes, *len)?;
+        *len += bytes.len() as u64;
+        file.sync_data()?;
+        Ok(())
+    }
+}
+
+/// The JSONL bytes of a group (what the raw disk writes).
+pub fn group_bytes(events: &[Event]) -> Vec<u8> {
+    let mut text = String::with_capacity(events.iter().map(|e| e.data.len() + 96).sum());
+    for e in events {
+        write_event_json(&mut text, e);
+        text.push('\n');
+    }
+    text.into_bytes()
+}
+
+impl Writer for RawWriter {
+    fn create(&self, _index: usize, _header: &SessionHeader) -> BenchResult<()> {
+        Ok(())
+    }
+
+    fn write(&self, _index: usize, events: Vec<Event>) -> BenchResult<()> {
+        self.write_bytes(&group_bytes(&events))
+    }
+
+    fn close(self: Box<Self>) -> BenchResult<()> {
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Readers: load a session back
+// ---------------------------------------------------------------------------------------------
+
+/// What loading a session produced (the same numbers from every peer, or something is wrong).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Loaded {
+    /// Events read.
+    pub events: u64,
+    /// Surface nodes after folding.
+    pub surface: usize,
+    /// Messages derived from the surface.
+    pub messages: usize,
+}
+
+/// What sessionlog's resume measures: the session layer's resume (checkpointed state plus
+/// the surface's frames; no replay of the log).
+pub const SESSIONLOG_RESUME_KIND: &str = "surface resume";
+
+/// Resumes session `id` of sessionlog's store in `dir` through the session layer: a writable
+/// open and [`Store::resume`] (which would also append crash closers to an open turn), or a
+/// read-only open and a [`Store::session`] handle; then the surface and the derived messages.
+pub fn resume_sessionlog(dir: &Path, id: &str, read_only: bool) -> BenchResult<Loaded> {
+    let store = Store::open(
+        dir,
+        Config {
+            read_only,
+            ..Config::default()
+        },
+    )?;
+    let session = if read_only {
+        store.session(id)?
+    } else {
+        store.resume(id)?
+    };
+    let surface = session.surface()?;
+    let messages = session.messages()?;
+    Ok(Loaded {
+        events: session.len(),
+        surface: surface.len(),
+        messages: messages.len(),
+    })
+}
+
+/// sessionlog without the session layer's resume: a read-only open, every event read and
+/// folded like the peers do (what resume cost before the surface was indexed).
+pub fn full_read_sessionlog(dir: &Path, id: &str) -> BenchResult<Loaded> {
+    let mut fold = SurfaceFold::default();
+    let mut events = 0u64;
+    let store = Store::open(
+        dir,
+        Config {
+            read_only: true,
+            ..Config::default()
+        },
+    )?;
+    let n = store.len(id).ok_or_else(|| format!("no session {id}"))?;
+    for e in store.events(id, 0..n)? {
+        let e = e?;
+        events += 1;
+        fold.apply_text(&e)?;
+    }
+    let (surface, messages) = fold.finish();
+    Ok(Loaded {
+        events,
+        surface,
+        messages,
+    })
+}
+
+/// Resumes session `id` of `peer` stored in `dir`: open, read every event, parse what the
+/// peer must parse, fold the surface and derive the messages.
+pub fn resume(peer: PeerKind, dir: &Path, id: &str, index: usize) -> BenchResult<Loaded> {
+    let mut fold = SurfaceFold::default();
+    let mut events = 0u64;
+    match peer {
+        PeerKind::Sessionlog => return resume_sessionlog(dir, id, false),
+        PeerKind::Redb => {
+            let db = redb::Database::open(dir.join(REDB_FILE))?;
+            let txn = db.begin_read()?;
+            let table = txn.open_table(REDB_EVENTS)?;
+            let s = index as u64 + 1;
+            for item in table.range((s, 0)..(s + 1, 0))? {
+                let (_, v) = item?;
+                let (record, _) = Record::decode(v.value())?;
+                let Record::Event { event, .. } = record else {
+                    return Err("redb holds a non-event record".into());
+                };
+                events += 1;
+                fold.apply_text(&Event::from(event))?;
+            }
+        }
+        PeerKind::SqliteFull | PeerKind::SqliteNormal => {
+            let conn = rusqlite::Connection::open_with_flags(
+                dir.join(SQLITE_FILE),
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+            )?;
+            let mut stmt = conn.prepare(
+                "SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable FROM events WHERE session_id = ? ORDER BY seq",
+            )?;
+            let mut rows = stmt.query([id])?;
+            let limits = JsonLimits::default();
+            while let Some(row) = rows.next()? {
+                let seq: i64 = row.get(0)?;
+                let kind: String = row.get(1)?;
+                let data: String = row.get(3)?;
+                let op: Option<String> = row.get(5)?;
+                let data = json::parse(&data, &limits)?;
+                let op = match op {
+                    Some(text) => Some(parse_surface_op(&json::parse(&text, &limits)?)?),
+                    None => None,
+                };
+                events += 1;
+                fold.apply_value(seq as Seq, &kind, op, Message::Value(data))?;
+            }
+        }
+        PeerKind::Jsonl => {
+            let file = File::open(jsonl_path(dir, id))?;
+            let limits = JsonLimits::default();
+            let mut first = true;
+            for line in BufReader::with_capacity(1 << 20, file).lines() {
+                let line = line?;
+                if std::mem::take(&mut first) {
+                    continue; // the header line
+                }
+                let value = json::parse(&line, &limits)?;
+                let obj = value.as_object().ok_or("a JSONL line is not an object")?;
+                let seq = obj
+                    .get("seq")
+                    .and_then(JsonValue::as_u64)
+                    .ok_or("line without seq")?;
+                let kind = obj
+                    .get("type")
+                    .and_then(JsonValue::as_str)
+                    .ok_or("line without type")?
+                    .to_owned();
+                let op = match obj.get("surfaceOp") {
+                    Some(v) => Some(parse_surface_op(v)?),
+                    None => None,
+                };
+                events += 1;
+                fold.apply_value(seq, &kind, op, Message::Line(value))?;
+            }
+        }
+        PeerKind::RawDisk => return Err("the raw disk keeps no sessions to load".into()),
+    }
+    let (surface, messages) = fold.finish();
+    Ok(Loaded {
+        events,
+        surface,
+        messages,
+    })
+}
+
+/// Reads every event of session `id` of `peer` as an [`Event`] (no fold), returning the count.
+/// Stores are opened read-only.
+pub fn read_all(peer: PeerKind, dir: &Path, id: &str, index: usize) -> BenchResult<u64> {
+    let mut n = 0u64;
+    let mut sink = |e: Event| {
+        n += 1;
+        std::hint::black_box(e);
+    };
+    match peer {
+        PeerKind::Sessionlog => {
+            let store = Store::open(
+                dir,
+                Config {
+                    read_only: true,
+                    ..Config::default()
+                },
+            )?;
+            let len = store.len(id).ok_or_else(|| format!("no session {id}"))?;
+            for e in store.events(id, 0..len)? {
+                sink(e?);
+            }
+        }
+        PeerKind::Redb => {
+            let db = redb::Database::open(dir.join(REDB_FILE))?;
+            let txn = db.begin_read()?;
+            let table = txn.open_table(REDB_EVENTS)?;
+            let s = index as u64 + 1;
+            for item in table.range((s, 0)..(s + 1, 0))? {
+                let (_, v) = item?;
+                if let (Record::Event { event, .. }, _) = Record::decode(v.value())? {
+                    sink(Event::from(event));
+                }
+            }
+        }
+        PeerKind::SqliteFull | PeerKind::SqliteNormal => {
+            let conn = rusqlite::Connection::open_with_flags(
+                dir.join(SQLITE_FILE),
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+            )?;
+            let mut stmt = conn.prepare(
+                "SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable FROM events WHERE session_id = ? ORDER BY seq",
+            )?;
+            let mut rows = stmt.query([id])?;
+            let limits = JsonLimits::default();
+            while let Some(row) = rows.next()? {
+                let mut e = Event::new(
+                    row.get::<_, String>(1)?,
+                    row.get::<_, i64>(0)? as Seq,
+                    row.get(2)?,
+                    row.get::<_, String>(3)?,
+                );
+                if let Some(text) = row.get::<_, Option<String>>(4)? {
+                    let v = json::parse(&text, &limits)?;
+                    e.source_event_seqs = v
+                        .as_array()
+                        .map(|a| a.iter().filter_map(JsonValue::as_u64).collect());
+                }
+                if let Some(text) = row.get::<_, Option<String>>(5)? {
+                    e.surface_op = Some(parse_surface_op(&json::parse(&text, &limits)?)?);
+                }
+                e.ignorable = row.get::<_, Option<i64>>(6)? == Some(1);
+                sink(e);
+            }
+        }
+        PeerKind::Jsonl => {
+            let file = File::open(jsonl_path(dir, id))?;
+            let limits = JsonLimits::default();
+            let mut first = true;
+            for line in BufReader::with_capacity(1 << 20, file).lines() {
+                let line = line?;
+                if std::mem::take(&mut first) {
+                    continue;
+                }
+                let members = json::raw_members_with(&line, &limits)?;
+                let get = |k: &str| members.iter().rev().find(|m| m.key == *k).map(|m| m.value);
+                let kind = json::parse(get("type").ok_or("line without type")?, &limits)?;
+                let seq: Seq = get("seq").ok_or("line without seq")?.parse()?;
+                let time: i64 = get("time").unwrap_or("0").parse()?;
+                let mut e = Event::new(
+                    kind.as_str().unwrap_or_default(),
+                    seq,
+                    time,
+                    get("data").unwrap_or("null"),
+                );
+                if let Some(v) = get("sourceEventSeqs") {
+                    let v = json::parse(v, &limits)?;
+                    e.source_event_seqs = v
+                        .as_array()
+                        .map(|a| a.iter().filter_map(JsonValue::as_u64).collect());
+                }
+                if let Some(v) = get("surfaceOp") {
+                    e.surface_op = Some(parse_surface_op(&json::parse(v, &limits)?)?);
+                }
+                sink(e);
+            }
+        }
+        PeerKind::RawDisk => return Err("the raw disk keeps no sessions to read".into()),
+    }
+    Ok(n)
+}
+
+/// Parses dsh's `surfaceOp` JSON value.
+pub fn parse_surface_op(v: &JsonValue) -> BenchResult<SurfaceOp> {
+    if v.as_str() == Some("append") {
+        return Ok(SurfaceOp::Append);
+    }
+    match (
+        v.get("op").and_then(JsonValue::as_str),
+        v.get("start"),
+        v.get("end"),
+    ) {
+        (Some("replace"), Some(s), Some(e)) => Ok(SurfaceOp::Replace {
+            start: s.as_u64().ok_or("bad replace start")?,
+            end: e.as_u64().ok_or("bad replace end")?,
+        }),
+        _ => Err(format!("invalid surfaceOp {}", json::stringify(v)).into()),
+    }
+}
+
+/// Bytes of every file under `dir` (apparent sizes).
+pub fn dir_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => total += dir_bytes(&e.path()),
+                Ok(m) => total += m.len(),
+                Err(_) => {}
+            }
+        }
+    }
+    total
+}
