@@ -157,7 +157,21 @@ fn import_list_show_export_verify() {
             "{}",
             c.file
         );
-        assert!(row["title"].is_null());
+        // The title projection: the last `session/title` of the log (no fixture pins one).
+        let want_title = log
+            .events
+            .iter()
+            .rev()
+            .find(|e| e.kind == "session/title")
+            .and_then(|e| serde_json::from_str::<serde_json::Value>(&e.data).ok())
+            .and_then(|v| v["title"].as_str().map(str::to_owned));
+        assert_eq!(
+            row["title"].as_str().map(str::to_owned),
+            want_title,
+            "{}",
+            c.file
+        );
+        assert!(row["stats"]["turns"].is_number(), "{}", c.file);
     }
     // The plain listing names every session.
     let plain = ok(sessionlog(&store, &["list"]));

@@ -16,11 +16,25 @@ fn out_err(e: std::io::Error) -> Box<dyn std::error::Error> {
 /// `list [--json]`
 pub fn list(store_dir: &Path, json: bool) -> CliResult {
     let store = open_for_reading(store_dir)?;
-    let sessions = store.sessions();
+    let listed = store
+        .list()
+        .map_err(|e| format!("listing failed: {e}; run `sessionlog verify`"))?;
+    let titles: Vec<Option<String>> = listed.iter().map(|l| title_of(&l.views)).collect();
+    let sessions: Vec<SessionInfo> = listed.iter().map(|l| l.info.clone()).collect();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if json {
-        let rows: Vec<serde_json::Value> = sessions.iter().map(session_json).collect();
+        let rows: Vec<serde_json::Value> = listed
+            .iter()
+            .map(|l| {
+                let mut v = session_json(&l.info);
+                if let Some(obj) = v.as_object_mut() {
+                    obj.insert("title".into(), title_of(&l.views).into());
+                    obj.insert("stats".into(), view_json(&l.views, "sessionStats"));
+                }
+                v
+            })
+            .collect();
         writeln!(out, "{}", serde_json::Value::Array(rows)).map_err(out_err)?;
     } else {
         let w = sessions
@@ -31,16 +45,17 @@ pub fn list(store_dir: &Path, json: bool) -> CliResult {
             .max(7);
         writeln!(
             out,
-            "{:<w$}  {:<8} {:>9} {:>8}  LAST ACTIVITY",
+            "{:<w$}  {:<32} {:>9} {:>8}  LAST ACTIVITY",
             "SESSION", "TITLE", "EVENTS", "SURFACE"
         )
         .map_err(out_err)?;
-        for s in &sessions {
+        for (s, title) in sessions.iter().zip(&titles) {
+            let title: String = title.as_deref().unwrap_or("-").chars().take(32).collect();
             writeln!(
                 out,
-                "{:<w$}  {:<8} {:>9} {:>8}  {}",
+                "{:<w$}  {:<32} {:>9} {:>8}  {}",
                 s.header.id,
-                "-",
+                title,
                 s.event_count,
                 s.surface_len,
                 last_activity(s)
@@ -50,6 +65,21 @@ pub fn list(store_dir: &Path, json: bool) -> CliResult {
     }
     out.flush().map_err(out_err)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The title view (a JSON string or `null`) as text.
+fn title_of(views: &[(String, String)]) -> Option<String> {
+    let (_, v) = views.iter().find(|(k, _)| k == "title")?;
+    serde_json::from_str::<Option<String>>(v).ok().flatten()
+}
+
+/// A projection view as a JSON value (`null` when absent).
+fn view_json(views: &[(String, String)], key: &str) -> serde_json::Value {
+    views
+        .iter()
+        .find(|(k, _)| k == key)
+        .and_then(|(_, v)| serde_json::from_str(v).ok())
+        .unwrap_or(serde_json::Value::Null)
 }
 
 fn last_activity(s: &SessionInfo) -> String {
@@ -143,6 +173,19 @@ pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
             for m in &messages {
                 let (role, text) = preview(&m.json);
                 writeln!(out, "{:>8}  {role:<10} {text}", m.seq).map_err(out_err)?;
+            }
+        }
+    } else if args.stats {
+        let views = store.projection_views(id).map_err(read_err)?;
+        if args.json {
+            let obj: serde_json::Map<String, serde_json::Value> = views
+                .iter()
+                .map(|(k, _)| (k.clone(), view_json(&views, k)))
+                .collect();
+            writeln!(out, "{}", serde_json::Value::Object(obj)).map_err(out_err)?;
+        } else {
+            for (key, view) in &views {
+                writeln!(out, "{key:<14} {view}").map_err(out_err)?;
             }
         }
     } else if args.surface {

@@ -135,6 +135,9 @@ pub struct ShowArgs {
     /// Print the surface (the model-visible node seqs).
     #[arg(long, group = "what")]
     pub surface: bool,
+    /// Print the projections: sessionStats (dsh's fold), title, listing.
+    #[arg(long, group = "what")]
+    pub stats: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
