@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::event::{Seq, SessionHeader};
+use crate::interop::export::{ExportFormat, ExportLayout, export};
+use crate::interop::sqlite::SchemaVersion;
 use crate::store::{Config, Durability, Intent, Session, Store};
 
 fn user(id: &str, text: &str) -> String {
@@ -267,6 +269,30 @@ pub fn run(turns: u64, sessions: u64) -> Result<(), Box<dyn std::error::Error>> 
         verify.is_clean(),
         start.elapsed().as_secs_f64() * 1e3
     );
+    for (name, format, layout, out) in [
+        (
+            "jsonl-zstd (dsh's JSONL root)",
+            ExportFormat::JsonlZstd,
+            ExportLayout::Tree,
+            dir.path().join("dsh-root"),
+        ),
+        (
+            "sqlite18 (one dsh database)",
+            ExportFormat::Sqlite(SchemaVersion::V18),
+            ExportLayout::Tree,
+            dir.path().join("sessions.db"),
+        ),
+    ] {
+        let start = Instant::now();
+        let report = export(&store, &[], &out, format, layout, &mut |_| {})?;
+        let bytes = dir_size(&out);
+        println!(
+            "export  {name:<32} {} sessions, {:>8} bytes in {:.0} ms",
+            report.sessions,
+            bytes,
+            start.elapsed().as_secs_f64() * 1e3
+        );
+    }
     let sessions = store.sessions();
     println!("\n{} sessions:", sessions.len());
     for info in sessions.iter().take(5) {
@@ -276,4 +302,15 @@ pub fn run(turns: u64, sessions: u64) -> Result<(), Box<dyn std::error::Error>> 
         );
     }
     Ok(())
+}
+
+/// Total bytes of a file or of the files under a directory.
+fn dir_size(path: &std::path::Path) -> u64 {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => m.len(),
+        Ok(_) => std::fs::read_dir(path)
+            .map(|entries| entries.flatten().map(|e| dir_size(&e.path())).sum())
+            .unwrap_or(0),
+        Err(_) => 0,
+    }
 }
