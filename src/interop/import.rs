@@ -15,7 +15,7 @@
 //!   atomically by [`Store::import_session`].)
 //! - The source is only ever opened for reading.
 //! - Each event keeps the envelope key order and packed-row layout of its file, and the first
-//!   event of every zstd frame (dsh append batch) is marked [`Layout::batch_start`], so an
+//!   event of every zstd frame (dsh append batch) is marked [`Layout::batch_start`](crate::event::Layout::batch_start), so an
 //!   export reproduces the file.
 //!
 //! ```
