@@ -37,6 +37,10 @@ pub const SURFACE: TableDefinition<&[u8; 16], &[u8; 16]> = TableDefinition::new(
 /// `session_state`: session number → covered seq (u64 LE) ‖ postcard `SessionState`.
 pub const SESSION_STATE: TableDefinition<u64, &[u8]> = TableDefinition::new("session_state");
 
+/// `projections`: (session number, projection key) → projection checkpoint record
+/// (`crate::projection::Checkpoint::to_record`).
+pub const PROJECTIONS: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("projections");
+
 /// "No node" in a surface link.
 pub const NO_NODE: u64 = u64::MAX;
 
@@ -290,6 +294,15 @@ pub enum IndexOp {
         /// postcard `SessionState`.
         bytes: Vec<u8>,
     },
+    /// Store a projection checkpoint record.
+    Projection {
+        /// Session number.
+        session: u64,
+        /// Projection key.
+        key: String,
+        /// The record (format byte, state version, covered seq, state bytes).
+        record: Vec<u8>,
+    },
     /// Remove everything of a session (its row, id, events, surface, state).
     Purge {
         /// Session number.
@@ -361,6 +374,7 @@ impl Index {
             txn.open_table(EVENTS)?;
             txn.open_table(SURFACE)?;
             txn.open_table(SESSION_STATE)?;
+            txn.open_table(PROJECTIONS)?;
         }
         txn.commit()?;
         Ok(Index { db: Db::Write(db) })
@@ -462,6 +476,7 @@ impl Index {
             }
             let mut surface = txn.open_table(SURFACE)?;
             let mut states = txn.open_table(SESSION_STATE)?;
+            let mut projections = txn.open_table(PROJECTIONS)?;
             for op in &batch.ops {
                 match op {
                     IndexOp::Link {
@@ -488,7 +503,18 @@ impl Index {
                         v.extend_from_slice(bytes);
                         states.insert(*session, v.as_slice())?;
                     }
+                    IndexOp::Projection {
+                        session,
+                        key,
+                        record,
+                    } => {
+                        projections.insert((*session, key.as_str()), record.as_slice())?;
+                    }
                     IndexOp::Purge { session, id } => {
+                        projections.retain_in::<(u64, &str), _>(
+                            (*session, "")..(*session + 1, ""),
+                            |_, _| false,
+                        )?;
                         let lo = event_key(*session, 0);
                         let hi = event_key(*session, u64::MAX);
                         events.retain_in::<&[u8; 16], _>(&lo..=&hi, |_, _| false)?;
@@ -519,6 +545,7 @@ impl Index {
         txn.delete_table(EVENTS)?;
         txn.delete_table(SURFACE)?;
         txn.delete_table(SESSION_STATE)?;
+        txn.delete_table(PROJECTIONS)?;
         {
             txn.open_table(META)?;
             txn.open_table(SESSIONS)?;
@@ -526,9 +553,26 @@ impl Index {
             txn.open_table(EVENTS)?;
             txn.open_table(SURFACE)?;
             txn.open_table(SESSION_STATE)?;
+            txn.open_table(PROJECTIONS)?;
         }
         txn.commit()?;
         Ok(())
+    }
+
+    /// Every projection checkpoint record of `session`: (key, record).
+    pub fn projections(&self, session: u64) -> Result<Vec<(String, Vec<u8>)>, IndexError> {
+        let txn = self.begin_read()?;
+        let table = match txn.open_table(PROJECTIONS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        let mut out = Vec::new();
+        for item in table.range::<(u64, &str)>((session, "")..(session + 1, ""))? {
+            let (k, v) = item?;
+            out.push((k.value().1.to_owned(), v.value().to_vec()));
+        }
+        Ok(out)
     }
 
     /// Every surface node of `session` with its (prev, next) links.
@@ -642,6 +686,13 @@ impl Index {
                 k.value().to_be_bytes().to_vec(),
                 v.value().to_vec(),
             ));
+        }
+        for item in txn.open_table(PROJECTIONS)?.iter()? {
+            let (k, v) = item?;
+            let (session, key) = k.value();
+            let mut kb = session.to_be_bytes().to_vec();
+            kb.extend_from_slice(key.as_bytes());
+            out.push(("projections".into(), kb, v.value().to_vec()));
         }
         Ok(out)
     }

@@ -13,7 +13,7 @@
 //! - **Object key order** ([`JsonObject`]): JavaScript own-property order: keys that are array
 //!   indices (`"0"` … `"4294967294"`, no leading zeros) first in ascending numeric order, then
 //!   all other keys in insertion order.
-//! - **Printing** ([`stringify`]): no whitespace, ECMAScript `Number::toString` for numbers
+//! - **Printing** ([`stringify()`]): no whitespace, ECMAScript `Number::toString` for numbers
 //!   ([`js_number_to_string`]), `JSON.stringify` string escaping ([`write_js_string`]).
 //! - **Raw access** ([`raw_member`], [`raw_members`]): the exact source slice of a member, so a
 //!   stored payload can be handed back byte for byte without re-printing it.
@@ -1877,7 +1877,7 @@ pub fn stringify(v: &JsonValue) -> String {
     out
 }
 
-/// Appends [`stringify`]`(v)` to `out`.
+/// Appends [`stringify()`]`(v)` to `out`.
 pub fn write_json(out: &mut String, v: &JsonValue) {
     write_tree(out, Root::Value(v));
 }

@@ -11,6 +11,8 @@
 //! (surface, derive, invariants, repair, fork) → [`store`] → [`projection`] → [`interop`]
 //! (dsh's JSONL and SQLite files).
 
+#![warn(missing_docs)]
+
 pub mod bench;
 pub mod cli;
 pub mod error;

@@ -1,66 +1,164 @@
-//! `sessionlog demo`: a realistic multi-session agent workload on a temporary store.
+//! `sessionlog demo`: a realistic multi-session agent workload on a temporary store, with
+//! compaction, a crash mid-turn, recovery, resume with crash repair, a fork, and timings.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::event::{Event, SessionHeader, SurfaceOp};
-use crate::store::{Config, Durability, Store};
+use crate::event::{Seq, SessionHeader};
+use crate::interop::export::{ExportFormat, ExportLayout, export};
+use crate::interop::sqlite::SchemaVersion;
+use crate::store::{Config, Durability, Intent, Session, Store};
 
-/// One agent turn of dsh-shaped events starting at `seq`.
-fn turn(seq: &mut u64, turn: u64, time: i64) -> Vec<Event> {
-    let mut out = Vec::new();
-    let mut push = |kind: &str, data: String, op: Option<SurfaceOp>| {
-        let mut e = Event::new(kind, *seq, time + *seq as i64, data);
-        e.surface_op = op;
-        out.push(e);
-        *seq += 1;
-    };
-    push("turn/start", format!(r#"{{"turn":{turn}}}"#), None);
-    push("step/start", format!(r#"{{"turn":{turn},"step":1}}"#), None);
-    push(
-        "user/message",
-        format!(
-            r#"{{"id":"u{turn}","role":"user","content":[{{"type":"text","text":"please look at file {turn}"}}],"source":{{"kind":"user"}}}}"#
-        ),
-        Some(SurfaceOp::Append),
-    );
-    for i in 0..50 {
-        push(
-            "assistant/chunk",
-            format!(
-                r#"{{"turn":{turn},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"token {i} of the answer "}}}}"#
-            ),
-            None,
-        );
-    }
-    push(
-        "tool/call",
-        format!(
-            r#"{{"turn":{turn},"step":1,"callId":"c{turn}","name":"bash","arguments":"{{\"cmd\":\"cat f{turn}\"}}"}}"#
-        ),
-        None,
-    );
-    push("step/end", format!(r#"{{"turn":{turn},"step":1}}"#), None);
-    push(
-        "turn/end",
-        format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}}}}"#),
-        None,
-    );
-    out
+fn user(id: &str, text: &str) -> String {
+    format!(
+        r#"{{"id":"{id}","role":"user","content":[{{"type":"text","text":"{text}"}}],"source":{{"kind":"user"}}}}"#
+    )
 }
 
-/// Runs the demo.
-pub fn run(events_per_session: u64, sessions: u64) -> Result<(), Box<dyn std::error::Error>> {
+/// One dsh-shaped agent turn: user message, 50 streamed chunks, an assistant message with a
+/// tool call, the tool's result (a few KB), step and turn brackets. Returns the events added.
+fn turn(s: &Session<'_>, t: u64, flush: bool) -> Result<u64, Box<dyn std::error::Error>> {
+    let start = s.len();
+    let store = s.store();
+    let checkpoint = || -> Result<(), Box<dyn std::error::Error>> {
+        if flush {
+            store.flush()?;
+        }
+        Ok(())
+    };
+    s.append("turn/start", &format!(r#"{{"turn":{t}}}"#), Intent::none())?;
+    checkpoint()?;
+    s.append(
+        "step/start",
+        &format!(r#"{{"turn":{t},"step":1}}"#),
+        Intent::none(),
+    )?;
+    s.append(
+        "user/message",
+        &user(
+            &format!("u{t}"),
+            &format!("Please inspect file {t} and summarise it."),
+        ),
+        Intent::append(),
+    )?;
+    checkpoint()?;
+    for i in 0..50 {
+        s.append(
+            "assistant/chunk",
+            &format!(r#"{{"turn":{t},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"token {i} "}}}}"#),
+            Intent::none(),
+        )?;
+    }
+    let call = format!("call-{t}");
+    s.append(
+        "assistant/message",
+        &format!(
+            r#"{{"turn":{t},"step":1,"message":{{"id":"a{t}","role":"assistant","content":[{{"type":"text","text":"Reading it."}},{{"type":"tool-call","id":"{call}","name":"read_file","arguments":"{{\"path\":\"f{t}.rs\"}}"}}],"source":{{"kind":"model","provider":"deepseek","model":"v4"}}}}}}"#
+        ),
+        Intent::append(),
+    )?;
+    s.append(
+        "tool/call",
+        &format!(r#"{{"turn":{t},"step":1,"callId":"{call}","name":"read_file","arguments":"{{\"path\":\"f{t}.rs\"}}"}}"#),
+        Intent::none(),
+    )?;
+    checkpoint()?;
+    let body = "fn main() { println!(\\\"hello\\\"); }\\n".repeat(60);
+    s.append(
+        "tool/result",
+        &format!(
+            r#"{{"turn":{t},"step":1,"message":{{"id":"r{t}","role":"user","content":[{{"type":"tool-result","toolCallId":"{call}","content":[{{"type":"text","text":"{body}"}}]}}],"source":{{"kind":"tool","callId":"{call}"}}}}}}"#
+        ),
+        Intent::append(),
+    )?;
+    s.append(
+        "step/end",
+        &format!(r#"{{"turn":{t},"step":1}}"#),
+        Intent::none(),
+    )?;
+    s.append(
+        "turn/end",
+        &format!(r#"{{"turn":{t},"reason":{{"kind":"completed"}}}}"#),
+        Intent::none(),
+    )?;
+    checkpoint()?;
+    Ok(s.len() - start)
+}
+
+/// Compaction: a summary replaces every surface node but the last, citing them all.
+fn compact(s: &Session<'_>) -> Result<(), Box<dyn std::error::Error>> {
+    let surface = s.surface()?;
+    if surface.len() < 3 {
+        return Ok(());
+    }
+    let shadowed: Vec<Seq> = surface[..surface.len() - 1].to_vec();
+    let (start, end) = (shadowed[0], shadowed[shadowed.len() - 1]);
+    s.append(
+        "user/message",
+        &user(
+            &format!("summary-{}", s.len()),
+            "Summary of the conversation so far.",
+        ),
+        Intent::replace(start, end).sources(shadowed),
+    )?;
+    Ok(())
+}
+
+fn run_workload(
+    store: &Arc<Store>,
+    sessions: u64,
+    turns: u64,
+    flush: bool,
+) -> Result<(u64, f64), Box<dyn std::error::Error>> {
+    let start = Instant::now();
+    let handles: Vec<_> = (0..sessions)
+        .map(|n| {
+            let store = store.clone();
+            std::thread::spawn(move || -> Result<u64, String> {
+                let id = format!("agent-{n}");
+                let s = store
+                    .create(SessionHeader::new(id, 1_767_225_600_000))
+                    .map_err(|e| e.to_string())?;
+                let mut events = 0;
+                for t in 1..=turns {
+                    events += turn(&s, t, flush).map_err(|e| e.to_string())?;
+                    if t % 10 == 0 {
+                        compact(&s).map_err(|e| e.to_string())?;
+                        events += 1;
+                    }
+                }
+                Ok(events)
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for h in handles {
+        total += h.join().map_err(|_| "an agent thread panicked")??;
+    }
+    Ok((total, start.elapsed().as_secs_f64()))
+}
+
+/// Runs the demo: `sessions` concurrent agents, `turns` turns each.
+pub fn run(turns: u64, sessions: u64) -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     println!(
-        "sessionlog demo: {sessions} sessions x ~{events_per_session} events in {}",
-        dir.path().display()
+        "sessionlog demo: {sessions} concurrent agent sessions x {turns} turns (58 events per turn, compaction every 10 turns)"
     );
-    for (name, durability) in [
-        ("buffered + flush per turn", Durability::Buffered),
-        ("sync per append", Durability::Sync),
+    println!("store: {}\n", dir.path().display());
+
+    for (label, durability, flush) in [
+        (
+            "buffered, flushed at dsh's 4 checkpoints per turn",
+            Durability::Buffered,
+            true,
+        ),
+        (
+            "sync: every append durable (group commit)",
+            Durability::Sync,
+            false,
+        ),
     ] {
-        let path = dir.path().join(name.replace(' ', "-"));
+        let path = dir.path().join(if flush { "buffered" } else { "sync" });
         let store = Arc::new(Store::open(
             &path,
             Config {
@@ -68,61 +166,151 @@ pub fn run(events_per_session: u64, sessions: u64) -> Result<(), Box<dyn std::er
                 ..Config::default()
             },
         )?);
-        let per = if durability == Durability::Sync {
-            events_per_session.min(2_000)
+        let turns = if durability == Durability::Sync {
+            turns.min(20)
         } else {
-            events_per_session
+            turns
         };
-        let start = Instant::now();
-        let handles: Vec<_> = (0..sessions)
-            .map(|s| {
-                let store = store.clone();
-                std::thread::spawn(move || -> Result<u64, String> {
-                    let id = format!("session-{s}");
-                    store
-                        .create_session(SessionHeader::new(id.clone(), 1_767_225_600_000))
-                        .map_err(|e| e.to_string())?;
-                    let mut seq = 0;
-                    let mut t = 1;
-                    while seq < per {
-                        for e in turn(&mut seq, t, 1_767_225_600_000) {
-                            store.append(&id, e).map_err(|e| e.to_string())?;
-                        }
-                        if durability == Durability::Buffered {
-                            store.flush().map_err(|e| e.to_string())?;
-                        }
-                        t += 1;
-                    }
-                    Ok(seq)
-                })
-            })
-            .collect();
-        let mut total = 0;
-        for h in handles {
-            total += h.join().map_err(|_| "appender thread panicked")??;
-        }
-        let secs = start.elapsed().as_secs_f64();
+        let (events, secs) = run_workload(&store, sessions, turns, flush)?;
         println!(
-            "  append, {name:<26} {total:>9} events in {secs:>7.3}s = {:>10.0} events/s",
-            total as f64 / secs
+            "append  {label:<52} {events:>8} events {secs:>7.2}s {:>10.0} events/s",
+            events as f64 / secs
         );
-        drop(store);
+    }
 
-        let start = Instant::now();
-        let store = Store::open(&path, Config::default())?;
-        let n = store.len("session-0").unwrap_or(0);
-        let read = store.events("session-0", 0..n)?.count();
+    // A crash mid-turn: the agent has started a tool call and dies before its result.
+    let path = dir.path().join("buffered");
+    {
+        let store = Store::open(
+            &path,
+            Config {
+                durability: Durability::Buffered,
+                ..Config::default()
+            },
+        )?;
+        let s = store.session("agent-0")?;
+        let t = s.len();
+        let n = turns + 1;
+        s.append("turn/start", &format!(r#"{{"turn":{n}}}"#), Intent::none())?;
+        s.append(
+            "step/start",
+            &format!(r#"{{"turn":{n},"step":1}}"#),
+            Intent::none(),
+        )?;
+        s.append(
+            "user/message",
+            &user("crash", "one more thing"),
+            Intent::append(),
+        )?;
+        s.append(
+            "assistant/message",
+            &format!(r#"{{"turn":{n},"step":1,"message":{{"id":"a-crash","role":"assistant","content":[{{"type":"tool-call","id":"call-crash","name":"bash","arguments":"{{}}"}}],"source":{{"kind":"model","provider":"deepseek","model":"v4"}}}}}}"#),
+            Intent::append(),
+        )?;
+        s.append(
+            "tool/call",
+            &format!(
+                r#"{{"turn":{n},"step":1,"callId":"call-crash","name":"bash","arguments":"{{}}"}}"#
+            ),
+            Intent::none(),
+        )?;
+        store.flush()?;
         println!(
-            "  reopen + read one session ({read} events): {:.3}s",
-            start.elapsed().as_secs_f64()
+            "\ncrash   agent-0 dies mid-turn after {} events (an unanswered tool call)",
+            s.len() - t
         );
-        let report = store.verify()?;
+        drop(s);
+        store.abandon();
+    }
+    let start = Instant::now();
+    let store = Store::open(
+        &path,
+        Config {
+            durability: Durability::Buffered,
+            ..Config::default()
+        },
+    )?;
+    let report = store.recovery_report().clone();
+    println!(
+        "reopen  {:.1} ms: scanned {} frames of unindexed tail, {} events recovered, torn tail: {}",
+        start.elapsed().as_secs_f64() * 1e3,
+        report.frames_scanned,
+        report.events_recovered,
+        report.truncated.is_some()
+    );
+    let before = store.session("agent-0")?.len();
+    let start = Instant::now();
+    let frames_before = store.frames_read();
+    let s = store.resume("agent-0")?;
+    let messages = s.messages()?;
+    println!(
+        "resume  agent-0: {} events in the log, {} crash closers appended, surface {} nodes, {} messages derived in {:.2} ms reading {} frames",
+        s.len(),
+        s.len() - before,
+        s.surface()?.len(),
+        messages.len(),
+        start.elapsed().as_secs_f64() * 1e3,
+        store.frames_read() - frames_before
+    );
+    let start = Instant::now();
+    let child = store.fork("agent-0", None, Some("agent-0-fork"))?;
+    println!(
+        "fork    agent-0-fork inherits {} events zero-copy in {:.2} ms",
+        child.len() - 1,
+        start.elapsed().as_secs_f64() * 1e3
+    );
+    turn(&child, turns + 2, true)?;
+    let start = Instant::now();
+    let verify = store.verify()?;
+    println!(
+        "verify  {} frames, {} events, clean: {} ({:.0} ms)",
+        verify.frames,
+        verify.events,
+        verify.is_clean(),
+        start.elapsed().as_secs_f64() * 1e3
+    );
+    for (name, format, layout, out) in [
+        (
+            "jsonl-zstd (dsh's JSONL root)",
+            ExportFormat::JsonlZstd,
+            ExportLayout::Tree,
+            dir.path().join("dsh-root"),
+        ),
+        (
+            "sqlite18 (one dsh database)",
+            ExportFormat::Sqlite(SchemaVersion::V18),
+            ExportLayout::Tree,
+            dir.path().join("sessions.db"),
+        ),
+    ] {
+        let start = Instant::now();
+        let report = export(&store, &[], &out, format, layout, &mut |_| {})?;
+        let bytes = dir_size(&out);
         println!(
-            "  verify: {} frames, {} events, clean = {}",
-            report.frames,
-            report.events,
-            report.is_clean()
+            "export  {name:<32} {} sessions, {:>8} bytes in {:.0} ms",
+            report.sessions,
+            bytes,
+            start.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    let sessions = store.sessions();
+    println!("\n{} sessions:", sessions.len());
+    for info in sessions.iter().take(5) {
+        println!(
+            "  {:<14} {:>7} events  surface {:>4}  replaced {:>3}x",
+            info.header.id, info.event_count, info.surface_len, info.replace_generation
         );
     }
     Ok(())
+}
+
+/// Total bytes of a file or of the files under a directory.
+fn dir_size(path: &std::path::Path) -> u64 {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => m.len(),
+        Ok(_) => std::fs::read_dir(path)
+            .map(|entries| entries.flatten().map(|e| dir_size(&e.path())).sum())
+            .unwrap_or(0),
+        Err(_) => 0,
+    }
 }

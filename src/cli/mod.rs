@@ -1,13 +1,21 @@
 //! The `sessionlog` command line: argument parsing and the commands.
+//!
+//! Exit codes: 0 success; 1 `verify` found problems; 2 an error (the message names the file,
+//! line or row, and what to do). Long operations draw a progress bar on stderr when it is a
+//! terminal. See `README-cli.md` for examples.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 use crate::store::{Config, Store};
 
 mod demo;
+mod inspect;
+mod progress;
+mod transfer;
+mod verify;
 
 /// sessionlog: an embedded database for LLM agent session logs.
 #[derive(Debug, Parser)]
@@ -31,23 +39,46 @@ pub struct Cli {
 pub enum Command {
     /// Run the demonstration workload in a temporary store and print timings.
     Demo {
-        /// Events per session.
-        #[arg(long, default_value_t = 20_000)]
-        events: u64,
+        /// Turns per session (58 events each).
+        #[arg(long, default_value_t = 200)]
+        turns: u64,
         /// Concurrent sessions.
         #[arg(long, default_value_t = 16)]
         sessions: u64,
     },
     /// Run the comparison benchmarks (sessionlog against SQLite, JSONL, redb and the raw disk).
     Bench(crate::bench::BenchArgs),
+    /// Import dsh session files (JSONL, JSONL+zstd, SQLite 15/17/18) or directories of them.
+    ///
+    /// Formats are detected from the content. dsh's load rules apply: a torn tail is cut and
+    /// reported, damage before a committed turn end is refused. Everything is validated before
+    /// anything is written; the sources are never modified.
+    Import(ImportArgs),
+    /// Export sessions to dsh's JSONL (one file, or dsh's directory layout) or to one SQLite
+    /// database.
+    Export(ExportArgs),
     /// List the sessions in the store.
     List {
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Check every frame's CRC, the records, seq contiguity and the index against the log.
-    Verify,
+    /// Show one session: a summary, or its events, messages or surface.
+    Show(ShowArgs),
+    /// Check every frame's CRC, the records, seq contiguity, the index against the log, and
+    /// dsh's turn/step/tool invariants over each session's events. Exit 1 on problems.
+    Verify {
+        /// Check the invariants of these sessions only (the log is always checked whole).
+        sessions: Vec<String>,
+    },
+    /// Open the store read-write, running crash recovery (cuts a torn last frame, rebuilds an
+    /// index that disagrees with the log), and report what it did.
+    Recover {
+        /// Also skip damaged frames in the middle of the log (their events are dropped and
+        /// reported) instead of refusing to open.
+        #[arg(long)]
+        salvage: bool,
+    },
     /// Test harness: append synthetic events with `Sync` durability from several threads,
     /// printing `ack <session> <seq>` after each durable append, until killed.
     #[command(hide = true)]
@@ -58,90 +89,179 @@ pub enum Command {
     },
 }
 
+/// `sessionlog import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// Accept dsh replay fixtures (records without seq/time, numbered by position, time 0).
+    #[arg(long)]
+    pub replay_fixture: bool,
+    /// Skip sessions whose id is already in the store instead of refusing the import.
+    #[arg(long)]
+    pub skip_existing: bool,
+    /// Files or directories to import.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+}
+
+/// `sessionlog export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// jsonl | jsonl-zstd | sqlite15 | sqlite17 | sqlite18.
+    #[arg(long, value_parser = parse_format)]
+    pub format: crate::interop::export::ExportFormat,
+    /// The target: a file for one named session (JSONL) or a database (SQLite); otherwise a
+    /// directory that receives dsh's JSONL layout.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Sessions to export (default: all).
+    pub sessions: Vec<String>,
+}
+
+fn parse_format(s: &str) -> Result<crate::interop::export::ExportFormat, String> {
+    s.parse()
+}
+
+/// `sessionlog show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The session id.
+    pub session: String,
+    /// Print the events (as dsh JSONL envelopes with --json).
+    #[arg(long, group = "what")]
+    pub events: bool,
+    /// Print the derived model messages (dsh's deriveMessages).
+    #[arg(long, group = "what")]
+    pub messages: bool,
+    /// Print the surface (the model-visible node seqs).
+    #[arg(long, group = "what")]
+    pub surface: bool,
+    /// Print the projections: sessionStats (dsh's fold), title, listing.
+    #[arg(long, group = "what")]
+    pub stats: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A command's failure: printed as `sessionlog: error: …` with exit code 2.
+pub type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
+
 /// Runs the command line; the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("sessionlog: {e}");
+            eprintln!("sessionlog: error: {e}");
             ExitCode::from(2)
         }
     }
 }
 
-fn run(cli: Cli) -> Result<ExitCode, Box<dyn std::error::Error>> {
+fn run(cli: Cli) -> CliResult {
     match cli.command {
-        Command::Demo { events, sessions } => {
-            demo::run(events, sessions)?;
+        Command::Demo { turns, sessions } => {
+            demo::run(turns, sessions)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(args) => {
             crate::bench::run(&args)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::List { json } => {
-            let store = Store::open(
-                &cli.store,
-                Config {
-                    read_only: true,
-                    ..Config::default()
-                },
-            )?;
-            let sessions = store.sessions();
-            if json {
-                let rows: Vec<serde_json::Value> = sessions
-                    .iter()
-                    .map(|s| {
-                        serde_json::json!({
-                            "id": s.header.id,
-                            "createdAt": s.header.created_at,
-                            "events": s.event_count,
-                            "dataBytes": s.data_bytes,
-                            "lastTime": s.last_time,
-                        })
-                    })
-                    .collect();
-                println!("{}", serde_json::Value::Array(rows));
-            } else {
-                println!(
-                    "{:<40} {:>10} {:>12} {:>15}",
-                    "SESSION", "EVENTS", "DATA BYTES", "LAST ACTIVITY"
-                );
-                for s in sessions {
-                    println!(
-                        "{:<40} {:>10} {:>12} {:>15}",
-                        s.header.id, s.event_count, s.data_bytes, s.last_time
-                    );
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Import(args) => transfer::import(&cli.store, &args),
+        Command::Export(args) => transfer::export(&cli.store, &args),
+        Command::List { json } => inspect::list(&cli.store, json),
+        Command::Show(args) => inspect::show(&cli.store, &args),
+        Command::Verify { sessions } => verify::verify(&cli.store, &sessions),
+        Command::Recover { salvage } => recover(&cli.store, salvage),
         Command::CrashWriter { threads } => {
             crash_writer(&cli.store, threads)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Verify => {
-            let store = Store::open(&cli.store, Config::default())?;
-            let report = store.verify()?;
-            println!("{} frames, {} events checked", report.frames, report.events);
-            for bad in &report.bad_frames {
-                println!(
-                    "bad frame at {}: {} ({} bytes)",
-                    bad.position, bad.reason, bad.skipped
-                );
-            }
-            for p in &report.problems {
-                println!("problem: {p}");
-            }
-            if report.is_clean() {
-                println!("clean");
-                Ok(ExitCode::SUCCESS)
-            } else {
-                Ok(ExitCode::from(1))
-            }
-        }
     }
+}
+
+/// Opens the store for reading (shared with other readers). An index that needs rebuilding
+/// after a crash is rebuilt by opening read-write once (with a note on stderr).
+fn open_for_reading(dir: &std::path::Path) -> Result<Store, Box<dyn std::error::Error>> {
+    if !dir.is_dir() {
+        return Err(format!(
+            "store directory {} does not exist; pass --store DIR (or set SESSIONLOG_STORE), or create it with `sessionlog import`",
+            dir.display()
+        )
+        .into());
+    }
+    let read_only = Config {
+        read_only: true,
+        ..Config::default()
+    };
+    match Store::open(dir, read_only) {
+        Ok(store) => Ok(store),
+        Err(crate::error::OpenError::NeedsRepair { reason, .. }) => Err(format!(
+            "the index of {} needs rebuilding ({reason}); `sessionlog verify` shows the damage, \
+             `sessionlog recover` rebuilds the index (a damaged last frame is then cut as a torn write)",
+            dir.display()
+        )
+        .into()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `recover [--salvage]`: opens the store read-write (running recovery) and reports what
+/// recovery did.
+fn recover(dir: &std::path::Path, salvage: bool) -> CliResult {
+    if !dir.is_dir() {
+        return Err(format!(
+            "store directory {} does not exist; pass --store DIR (or set SESSIONLOG_STORE)",
+            dir.display()
+        )
+        .into());
+    }
+    let config = Config {
+        recovery: if salvage {
+            crate::log::scan::RecoveryMode::SalvageSkippingBadFrames
+        } else {
+            crate::log::scan::RecoveryMode::TolerateTornTail
+        },
+        ..Config::default()
+    };
+    let store = Store::open(dir, config)?;
+    let r = store.recovery_report().clone();
+    store.close()?;
+    println!(
+        "recovered {}: scanned {} frame(s) from {}, {} event(s) indexed",
+        dir.display(),
+        r.frames_scanned,
+        r.scanned_from,
+        r.events_recovered
+    );
+    if r.index_rebuilt {
+        println!(
+            "index rebuilt: {}",
+            r.rebuild_reason
+                .as_deref()
+                .unwrap_or("it disagreed with the log")
+        );
+    }
+    if let Some(t) = &r.truncated {
+        println!(
+            "torn write cut at {}: {} ({} bytes)",
+            t.position, t.reason, t.skipped
+        );
+    }
+    for b in &r.skipped_frames {
+        println!(
+            "bad frame skipped at {}: {} ({} bytes)",
+            b.position, b.reason, b.skipped
+        );
+    }
+    for (id, seq, at) in &r.dropped_events {
+        println!("dropped: session \"{id}\" seq {seq} (at {at}), after a gap");
+    }
+    if let Some(n) = r.removed_segment {
+        println!("removed segment {n} (torn while being created)");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Appends [`crate::workload::synthetic_event`]s forever (until killed), acknowledging each
@@ -190,4 +310,46 @@ fn crash_writer(dir: &std::path::Path, threads: u64) -> Result<(), Box<dyn std::
         h.join().map_err(|_| "writer thread panicked")??;
     }
     Ok(())
+}
+
+/// Formats epoch milliseconds as ISO 8601 UTC (`2026-01-01T00:00:00.000Z`), for any `i64`.
+pub fn iso_time(ms: i64) -> String {
+    let days = ms.div_euclid(86_400_000);
+    let rem = ms.rem_euclid(86_400_000);
+    let (h, m, s, milli) = (
+        rem / 3_600_000,
+        rem / 60_000 % 60,
+        rem / 1000 % 60,
+        rem % 1000,
+    );
+    // Howard Hinnant's civil_from_days.
+    let z = i128::from(days) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i128::from(mo <= 2);
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}.{milli:03}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_times() {
+        assert_eq!(iso_time(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso_time(1_767_225_600_000), "2026-01-01T00:00:00.000Z");
+        assert_eq!(iso_time(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(iso_time(-1), "1969-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn cli_parses() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
 }

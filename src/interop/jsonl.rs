@@ -8,7 +8,7 @@
 //!   the longest valid prefix is kept and what was cut is reported ([`TornTail`]), unless a
 //!   later line decodes to a `turn/end`, in which case the damage lies in committed history
 //!   and the file is refused.
-//! - [`write`] produces the bytes dsh would write: the header line, one line per event (or
+//! - [`write()`] produces the bytes dsh would write: the header line, one line per event (or
 //!   packed chunk row) in each event's recorded key order, `\n` after every line; in zstd mode
 //!   one frame for the header and one frame per append batch (level 3, checksum on).
 //! - [`session_relative_path`] gives dsh's path layout
@@ -358,7 +358,7 @@ pub struct TornTail {
     pub recovered_events: usize,
 }
 
-/// A line that [`write`] would not reproduce byte for byte.
+/// A line that [`write()`] would not reproduce byte for byte.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NonCanonicalLine {
     /// 1-based file line (1 is the header).
@@ -411,7 +411,7 @@ impl Default for ReadOptions {
     }
 }
 
-/// Options for [`write`].
+/// Options for [`write()`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriteOptions {
     /// Plain or zstd.

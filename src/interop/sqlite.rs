@@ -58,7 +58,7 @@ pub use read::{
     read_session,
 };
 pub use schema::APPLICATION_ID;
-pub use write::{WriteOptions, WriteReport, write};
+pub use write::{WriteOptions, WriteReport, write, write_each};
 
 /// One of dsh's SQLite layouts, named by its `PRAGMA user_version`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

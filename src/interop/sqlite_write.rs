@@ -1,6 +1,7 @@
 //! Export: write sessions to a new dsh SQLite database of exactly one schema version, with that
 //! version's DDL text, pragmas, column encodings, packed-row limits and hygiene, atomically.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -64,28 +65,55 @@ pub fn write<'a, I>(
 where
     I: IntoIterator<Item = (&'a SessionHeader, &'a [Event])>,
 {
+    let sessions: Vec<Session<'a>> = sessions.into_iter().collect();
+    let headers: Vec<SessionHeader> = sessions.iter().map(|(h, _)| (*h).clone()).collect();
+    let mut next = 0usize;
+    write_each(path, version, &headers, options, |h: &SessionHeader| {
+        // Sessions are loaded in order (once to build, once to verify).
+        let at = if sessions.get(next).is_some_and(|(x, _)| x.id == h.id) {
+            next
+        } else {
+            sessions
+                .iter()
+                .position(|(x, _)| x.id == h.id)
+                .unwrap_or(sessions.len())
+        };
+        next = at + 1;
+        Ok::<_, SqliteError>(Cow::Borrowed(sessions.get(at).map_or(&[][..], |(_, e)| *e)))
+    })
+}
+
+/// Like [`write()`], but loads each session's events only when it is written (and again when
+/// the file is verified), so an export of many sessions holds one session in memory at a time.
+/// `load` is called with each header in order; its errors are returned as they are.
+pub fn write_each<'a, E, F>(
+    path: &Path,
+    version: SchemaVersion,
+    headers: &[SessionHeader],
+    options: &WriteOptions,
+    mut load: F,
+) -> Result<WriteReport, E>
+where
+    E: From<SqliteError>,
+    F: FnMut(&SessionHeader) -> Result<Cow<'a, [Event]>, E>,
+{
     let mut seen = HashSet::new();
     let mut report = WriteReport::default();
-    let mut todo: Vec<Session<'_>> = Vec::new();
-    for (header, events) in sessions {
+    for header in headers {
         if !seen.insert(header.id.as_str()) {
             return Err(SqliteError::DuplicateSession {
                 id: header.id.clone(),
-            });
+            }
+            .into());
         }
         check_header(header, version)?;
-        if events.is_empty() {
-            report.skipped_empty.push(header.id.clone());
-            continue;
-        }
-        todo.push((header, events));
     }
 
     refuse_existing(path)?;
     let temp = TempFile::create(path)?;
-    build_database(&temp.path, version, &todo, &mut report)?;
+    let written = build_database(&temp.path, version, headers, &mut load, &mut report)?;
     if options.verify {
-        verify(&temp.path, version, &todo)?;
+        verify(&temp.path, version, &written, &mut load)?;
     }
     if version.is_packed_layout() {
         report.warnings.extend(directory_warning(&temp.path));
@@ -487,12 +515,19 @@ type Session<'a> = (&'a SessionHeader, &'a [Event]);
 
 /// Creates the schema, then writes each session (rows planned one session at a time, so only
 /// one session's encoded rows are held in memory).
-fn build_database(
+/// Builds the database; returns the headers of the sessions written (those with events).
+fn build_database<'h, 'a, E, F>(
     path: &Path,
     version: SchemaVersion,
-    sessions: &[Session<'_>],
+    headers: &'h [SessionHeader],
+    load: &mut F,
     report: &mut WriteReport,
-) -> Result<(), SqliteError> {
+) -> Result<Vec<&'h SessionHeader>, E>
+where
+    E: From<SqliteError>,
+    F: FnMut(&SessionHeader) -> Result<Cow<'a, [Event]>, E>,
+{
+    let mut written = Vec::new();
     let display = path.display().to_string();
     let err = |context: &'static str| {
         let path = display.clone();
@@ -529,10 +564,18 @@ fn build_database(
         let mut revision = conn
             .prepare(UPDATE_REVISION)
             .map_err(err("preparing the revision update"))?;
-        for &(header, events) in sessions {
-            let rows = plan_rows(header, events, version)?;
+        for header in headers {
+            let events = load(header)?;
+            if events.is_empty() {
+                report.skipped_empty.push(header.id.clone());
+                continue;
+            }
+            let rows = plan_rows(header, &events, version)?;
+            let n_events = events.len();
+            drop(events);
+            written.push(header);
             report.sessions += 1;
-            report.events += events.len();
+            report.events += n_events;
             report.rows += rows.len();
             report.packed_rows += rows.iter().filter(|r| r.ignorable == Some(0)).count();
             let incarnation = schema::random_uuid(&conn).map_err(err("drawing an incarnation"))?;
@@ -586,7 +629,8 @@ fn build_database(
         .map_err(err("committing the export"))?;
     conn.close()
         .map_err(|(_, e)| e)
-        .map_err(err("closing the export file"))
+        .map_err(err("closing the export file"))?;
+    Ok(written)
 }
 
 /// Runs dsh's open sequence for a pristine database of `version`.
@@ -679,20 +723,27 @@ fn initialize(conn: &Connection, path: &str, version: SchemaVersion) -> Result<(
 
 /// Reads the finished file back, one session at a time, and checks that it holds exactly the
 /// sessions written and that every header and event survived unchanged (layout aside).
-fn verify(
+fn verify<'a, E, F>(
     path: &Path,
     version: SchemaVersion,
-    sessions: &[Session<'_>],
-) -> Result<(), SqliteError> {
+    sessions: &[&SessionHeader],
+    load: &mut F,
+) -> Result<(), E>
+where
+    E: From<SqliteError>,
+    F: FnMut(&SessionHeader) -> Result<Cow<'a, [Event]>, E>,
+{
     let reader = SqliteReader::open(
         path,
         &ReadOptions {
             version: Some(version),
         },
     )?;
-    let check = |detail: String| SqliteError::ExportCheck {
-        path: path.display().to_string(),
-        detail,
+    let check = |detail: String| {
+        E::from(SqliteError::ExportCheck {
+            path: path.display().to_string(),
+            detail,
+        })
     };
     let stored = reader.list()?;
     if stored.len() != sessions.len() {
@@ -702,7 +753,8 @@ fn verify(
             sessions.len()
         )));
     }
-    for &(header, events) in sessions {
+    for &header in sessions {
+        let events = load(header)?;
         let got = reader.read_session(&header.id)?;
         if got.header != *header {
             return Err(check(format!(

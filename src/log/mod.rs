@@ -87,9 +87,17 @@ impl Segments {
     pub fn create(&self, number: u64) -> io::Result<Arc<dyn StorageFile>> {
         let path = self.path(number);
         let f = self.fs.open(&path, OpenMode::CreateNew)?;
-        f.write_all_at(&segment::encode_header(number), 0)?;
-        f.sync_data()?;
-        self.fs.sync_dir(&self.dir)?;
+        let written = f
+            .write_all_at(&segment::encode_header(number), 0)
+            .and_then(|()| f.sync_data())
+            .and_then(|()| self.fs.sync_dir(&self.dir));
+        if let Err(e) = written {
+            // A segment whose header may not be durable must not be used after a reopen
+            // (a failed fsync can leave the lost header readable until a power loss).
+            let _ = self.fs.remove_file(&path);
+            let _ = self.fs.sync_dir(&self.dir);
+            return Err(e);
+        }
         self.handles
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -39,6 +39,8 @@ pub(crate) struct Active {
     pub file: Arc<dyn StorageFile>,
     pub len: u64,
     pub last_frame: Option<u64>,
+    /// Bytes known durable (everything before this offset was fsynced).
+    pub synced_len: u64,
 }
 
 #[derive(Debug)]
@@ -342,7 +344,9 @@ impl Committer {
                 }
             };
             if needs_roll {
-                if let Some(old) = active.take() {
+                if let Some(old) = active.take()
+                    && old.synced_len < old.len
+                {
                     old.file.sync_data()?;
                 }
                 let number = next_segment;
@@ -352,13 +356,23 @@ impl Committer {
                     file,
                     len: SEGMENT_HEADER_LEN,
                     last_frame: None,
+                    synced_len: SEGMENT_HEADER_LEN,
                 });
             }
             let Some(a) = active.as_mut() else {
                 return Err(AppendError::PreviousIo("no active segment".into()));
             };
+            // At most one frame is ever unsynced: the page cache may write frames back in
+            // any order, and a lost frame followed by a surviving one would read as
+            // corruption instead of a torn tail.
+            if a.synced_len < a.len {
+                sync_or_cut(a)?;
+            }
             let offset = a.len;
-            a.file.write_all_at(&bytes, offset)?;
+            if let Err(e) = a.file.write_all_at(&bytes, offset) {
+                let _ = a.file.set_len(a.synced_len);
+                return Err(e.into());
+            }
             a.len += bytes.len() as u64;
             a.last_frame = Some(offset);
             written = bytes.len() as u64;
@@ -381,8 +395,11 @@ impl Committer {
                 last_frame: offset,
             };
         }
-        if sync && let Some(a) = active.as_ref() {
-            a.file.sync_data()?;
+        if sync
+            && let Some(a) = active.as_mut()
+            && a.synced_len < a.len
+        {
+            sync_or_cut(a)?;
         }
         batch.ops = ops;
         let durable_index =
@@ -391,5 +408,23 @@ impl Committer {
             self.index.commit(batch, *watermark, durable_index)?;
         }
         Ok((written, durable_index))
+    }
+}
+
+/// Syncs the active segment. When the sync fails, the unsynced bytes are cut off (best
+/// effort): after a failed fsync Linux may keep the lost pages readable, and a reopen in the
+/// same boot would otherwise index a frame that a later power loss removes, leaving a hole
+/// before frames acknowledged after it.
+fn sync_or_cut(a: &mut Active) -> std::io::Result<()> {
+    match a.file.sync_data() {
+        Ok(()) => {
+            a.synced_len = a.len;
+            Ok(())
+        }
+        Err(e) => {
+            let _ = a.file.set_len(a.synced_len);
+            let _ = a.file.sync_data();
+            Err(e)
+        }
     }
 }

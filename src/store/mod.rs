@@ -42,6 +42,7 @@ use crate::log::frame::FrameLimits;
 use crate::log::record::{EventRecord, Record};
 use crate::log::scan::{self, BadFrame, RecoveryMode};
 use crate::log::segment::{SEGMENT_HEADER_LEN, SEGMENTS_DIR};
+use crate::projection::{Checkpoint, CheckpointPolicy, ProjectionSet, SessionProjections};
 use crate::session::derive::{DerivedMessage, MessageCache};
 use crate::session::{EventLookup, InvariantMode, LookupError, SessionState, SurfaceChange};
 
@@ -102,6 +103,12 @@ pub struct Config {
     /// [`Store::resume`] appends dsh's crash closers when a session's log ends inside an
     /// open turn. Default true.
     pub repair_on_resume: bool,
+    /// The projections folded on every append and checkpointed in the index
+    /// (default: `sessionStats`, `title`, `listing`).
+    pub projections: ProjectionSet,
+    /// When projection states are checkpointed (besides close): every `turn/end` and every
+    /// N events.
+    pub projection_checkpoints: CheckpointPolicy,
     /// The file system (the seam for fault injection).
     pub fs: Arc<dyn FileSystem>,
 }
@@ -122,6 +129,8 @@ impl Default for Config {
             json_limits: JsonLimits::default(),
             invariants: InvariantMode::Always,
             repair_on_resume: true,
+            projections: ProjectionSet::builtin(),
+            projection_checkpoints: CheckpointPolicy::default(),
             fs: Arc::new(StdFileSystem),
         }
     }
@@ -153,6 +162,15 @@ pub struct SessionInfo {
     pub surface_len: u64,
     /// Number of surface replacements.
     pub replace_generation: u64,
+}
+
+/// A listed session: counters from the index and the projections' views.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// Counters and header.
+    pub info: SessionInfo,
+    /// `(projection key, view JSON text)` for every registered projection.
+    pub views: Vec<(String, String)>,
 }
 
 /// Options for a new session.
@@ -187,6 +205,8 @@ pub(crate) struct Core {
     pub(crate) messages: MessageCache,
     /// The seq the last state checkpoint covers.
     pub(crate) checkpointed: Seq,
+    /// The registered projections' states (loaded on first use).
+    pub(crate) projections: Option<SessionProjections>,
 }
 
 /// An opened store. Cheap to share between threads (`&Store` is `Sync`).
@@ -240,6 +260,20 @@ impl Store {
             Segments::new(config.fs.clone(), dir.join(SEGMENTS_DIR), writable)
                 .map_err(io(dir.join(SEGMENTS_DIR)))?,
         );
+        if writable {
+            // A segment (or `segments/` itself) created just before a crash may not be
+            // durable yet: make the directory entries durable before anything is appended
+            // to them.
+            config
+                .fs
+                .sync_dir(&dir.join(SEGMENTS_DIR))
+                .map_err(io(dir.join(SEGMENTS_DIR)))?;
+            config.fs.sync_dir(&dir).map_err(io(dir.clone()))?;
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                // The store directory's own entry, in case this open created it.
+                let _ = config.fs.sync_dir(parent);
+            }
+        }
         let index_path = dir.join(INDEX_FILE);
         let index = if writable {
             Index::open(&index_path)?
@@ -289,7 +323,7 @@ impl Store {
             .into_iter()
             .map(|(s, q, l)| ((s, q), l))
             .collect();
-        let store = Store {
+        let mut store = Store {
             dir,
             config,
             segments,
@@ -317,12 +351,23 @@ impl Store {
 
     /// Brings every session's surface table and state checkpoint up to its last event (after
     /// recovery indexed a tail without them), then checkpoints the index.
-    fn catch_up(&self) -> Result<(), AppendError> {
+    fn catch_up(&mut self) -> Result<(), AppendError> {
+        let mut failures = Vec::new();
+        let result = self.catch_up_into(&mut failures);
+        self.report.catch_up_failures = failures;
+        result
+    }
+
+    fn catch_up_into(&self, failures: &mut Vec<(String, String)>) -> Result<(), AppendError> {
         let behind: Vec<u64> = self
             .registry()
             .live()
             .iter()
-            .filter(|r| r.surface_covered < r.next_seq || self.state_covered(r.number) < r.next_seq)
+            .filter(|r| {
+                r.surface_covered < r.next_seq
+                    || self.state_covered(r.number) < r.next_seq
+                    || self.projections_covered(r.number) < r.next_seq
+            })
             .map(|r| r.number)
             .collect();
         if behind.is_empty() {
@@ -331,12 +376,41 @@ impl Store {
         for number in behind {
             let core = self.core(number);
             let mut core = lock(&core);
-            self.ensure_state(number, &mut core)?;
-            self.checkpoint_state(number, &mut core)?;
+            // One damaged session must not keep the store from opening: its error is
+            // reported and comes back when the session is used.
+            match self
+                .ensure_state(number, &mut core)
+                .and_then(|()| self.ensure_projections(number, &mut core))
+            {
+                Ok(()) => self.checkpoint_state(number, &mut core)?,
+                Err(e @ AppendError::PreviousIo(_)) => return Err(e),
+                Err(e) => {
+                    let id = self
+                        .registry()
+                        .get(number)
+                        .map(|r| r.header.id.clone())
+                        .unwrap_or_default();
+                    failures.push((id, e.to_string()));
+                }
+            }
         }
         // Not durable: if this is lost in a crash, the next open catches up again.
         let c = self.committer()?;
         c.commit(c.staged_lsn(), Goal::Written, false)
+    }
+
+    /// The least seq the projection checkpoints of a session cover (0 when one is missing).
+    fn projections_covered(&self, number: u64) -> Seq {
+        let rows = self.index.projections(number).unwrap_or_default();
+        let keys = self.config.projections.len();
+        if rows.len() < keys {
+            return 0;
+        }
+        rows.iter()
+            .filter_map(|(key, record)| Checkpoint::from_record(key.clone(), record).ok())
+            .map(|cp| cp.covered)
+            .min()
+            .unwrap_or(0)
     }
 
     fn state_covered(&self, number: u64) -> Seq {
@@ -418,9 +492,13 @@ impl Store {
         })?;
         drop(registry);
         let core = self.core(number);
-        lock(&core).state = Some(SessionState::with_invariants(
-            options.invariants.unwrap_or(self.config.invariants),
-        ));
+        {
+            let mut core = lock(&core);
+            core.state = Some(SessionState::with_invariants(
+                options.invariants.unwrap_or(self.config.invariants),
+            ));
+            core.projections = Some(self.config.projections.fresh());
+        }
         self.finish(lsn, 0)
     }
 
@@ -438,6 +516,15 @@ impl Store {
         let id = header.id.clone();
         let loaded = crate::session::load::load_stored(&id, &header, &events, InvariantMode::Off)?;
         let mut state = loaded.state;
+        let mut projections = self
+            .config
+            .projections
+            .fold_all(loaded.view.apply(&events).iter())
+            .map_err(|e| AppendError::Semantics {
+                session: id.clone(),
+                seq: 0,
+                reason: e.to_string(),
+            })?;
         validate_header(&header)?;
         for e in &events {
             let size = e.data.len() as u64;
@@ -498,6 +585,11 @@ impl Store {
             covered: state.next_seq(),
             bytes: state_bytes(&state)?,
         });
+        ops.extend(projection_ops(
+            &self.config.projections,
+            number,
+            &mut projections,
+        ));
         // Large imports go out in several frames (a frame holds at most IMPORT_FRAME_BYTES
         // of records); the index rows and surface land with the last one.
         let mut lsn = 0;
@@ -526,6 +618,7 @@ impl Store {
         core.checkpointed = state.next_seq();
         let last = state.next_seq().saturating_sub(1);
         core.state = Some(state);
+        core.projections = Some(projections);
         drop(core);
         Ok(self.finish(lsn, last)?)
     }
@@ -557,6 +650,7 @@ impl Store {
     ) -> Result<Receipt, AppendError> {
         let committer = self.committer()?;
         self.ensure_state(number, core)?;
+        self.ensure_projections(number, core)?;
         let Some(real) = core.state.as_mut() else {
             return Err(AppendError::NoSuchSession(session.to_owned()));
         };
@@ -617,6 +711,23 @@ impl Store {
                 covered: state.next_seq(),
                 bytes: state_bytes(state)?,
             });
+        }
+        if let Some(projections) = core.projections.as_mut() {
+            let mut due = false;
+            for e in &planned {
+                self.config
+                    .projections
+                    .apply(projections, e)
+                    .map_err(|err| semantics(e.seq, err.to_string()))?;
+                due |= self.config.projection_checkpoints.due(projections, e);
+            }
+            if due {
+                ops.extend(projection_ops(
+                    &self.config.projections,
+                    number,
+                    projections,
+                ));
+            }
         }
         let mut registry = self.registry_mut();
         for e in &planned {
@@ -769,8 +880,127 @@ impl Store {
         Ok(())
     }
 
+    /// Loads a session's projection states: the checkpoints in the index, then a replay of
+    /// the events after them (the restore ladder). Rebuilt units are checkpointed again.
+    pub(crate) fn ensure_projections(
+        &self,
+        number: u64,
+        core: &mut Core,
+    ) -> Result<(), AppendError> {
+        if core.projections.is_some() {
+            return Ok(());
+        }
+        let len = self.registry().get(number).map_or(0, |r| r.next_seq);
+        let (mut restored, replayed) =
+            self.restore_projections(number, len)
+                .map_err(|e| AppendError::Semantics {
+                    session: format!("#{number}"),
+                    seq: 0,
+                    reason: format!("restoring projections failed: {e}"),
+                })?;
+        if (replayed || restored.rebuilt_any()) && self.committer.is_some() {
+            let ops = projection_ops(&self.config.projections, number, &mut restored.states);
+            self.committer()?.stage(Stage {
+                records: Vec::new(),
+                ops,
+                rows: Vec::new(),
+            })?;
+        }
+        core.projections = Some(restored.states);
+        Ok(())
+    }
+
+    /// Checkpoints + replay for one session, without touching the core. Returns whether any
+    /// event had to be replayed (i.e. a segment was read).
+    fn restore_projections(
+        &self,
+        number: u64,
+        len: Seq,
+    ) -> Result<(crate::projection::Restored, bool), ReadError> {
+        let rows: Vec<Checkpoint> = self
+            .index
+            .projections(number)?
+            .into_iter()
+            .filter_map(|(key, record)| Checkpoint::from_record(key, &record).ok())
+            .collect();
+        let mut restored = self.config.projections.restore(rows, len);
+        let from = restored.replay_from;
+        if from < len {
+            let lookup = StoreLookup {
+                store: self,
+                number,
+                batch: &[],
+            };
+            let events = (from..len).map(|seq| match lookup.event_at(seq) {
+                Ok(Some(e)) => Ok(e.into_owned()),
+                Ok(None) => Err(ReadError::NoSuchSession(format!("#{number} seq {seq}"))),
+                Err(e) => Err(ReadError::Corruption {
+                    position: LogPosition::default(),
+                    detail: e.to_string(),
+                }),
+            });
+            self.config
+                .projections
+                .replay(&mut restored.states, events)
+                .map_err(|e| ReadError::Corruption {
+                    position: LogPosition::default(),
+                    detail: e.to_string(),
+                })?;
+        }
+        Ok((restored, from < len))
+    }
+
+    /// Every live session with its counters and the views of the registered projections
+    /// (title, stats, ...). Reads only the in-memory registry and the index's checkpoints:
+    /// after a clean close or a catch-up, no segment is opened.
+    pub fn list(&self) -> Result<Vec<Listed>, ReadError> {
+        let mut out = Vec::new();
+        for info in self.sessions() {
+            let Some(number) = self.number_of(&info.header.id) else {
+                continue;
+            };
+            let core = self.core(number);
+            let views = {
+                let core = lock(&core);
+                core.projections
+                    .as_ref()
+                    .map(|p| self.config.projections.views(p))
+            };
+            let views = match views {
+                Some(v) => v,
+                None => {
+                    let (restored, _) = self.restore_projections(number, info.event_count)?;
+                    self.config.projections.views(&restored.states)
+                }
+            };
+            out.push(Listed { info, views });
+        }
+        Ok(out)
+    }
+
+    /// The views of the registered projections for one session.
+    pub fn projection_views(&self, session: &str) -> Result<Vec<(String, String)>, ReadError> {
+        let (number, len) = self.number(session)?;
+        let core = self.core(number);
+        if let Some(p) = lock(&core).projections.as_ref() {
+            return Ok(self.config.projections.views(p));
+        }
+        let (restored, _) = self.restore_projections(number, len)?;
+        Ok(self.config.projections.views(&restored.states))
+    }
+
     /// Writes a state checkpoint for the session when it is behind.
     pub(crate) fn checkpoint_state(&self, number: u64, core: &mut Core) -> Result<(), AppendError> {
+        if let Some(p) = core.projections.as_mut()
+            && p.since_checkpoint() > 0
+        {
+            let ops = projection_ops(&self.config.projections, number, p);
+            self.committer()?.stage(Stage {
+                records: Vec::new(),
+                ops,
+                rows: Vec::new(),
+            })?;
+        }
         let Some(state) = core.state.as_ref() else {
             return Ok(());
         };
@@ -1347,6 +1577,25 @@ impl Drop for Store {
 
 /// Events between state checkpoints (besides one at every `turn/end` and at close).
 const STATE_CHECKPOINT_EVENTS: Seq = 1024;
+
+/// Checkpoint operations for every projection of a session (and marks them written).
+pub(crate) fn projection_ops(
+    set: &ProjectionSet,
+    number: u64,
+    states: &mut SessionProjections,
+) -> Vec<IndexOp> {
+    let ops = set
+        .checkpoint(states)
+        .into_iter()
+        .map(|cp| IndexOp::Projection {
+            session: number,
+            record: cp.to_record(),
+            key: cp.key,
+        })
+        .collect();
+    states.mark_checkpointed();
+    ops
+}
 
 /// Records per frame when importing a large session.
 const IMPORT_FRAME_BYTES: usize = 8 << 20;

@@ -38,6 +38,9 @@ pub struct RecoveryReport {
     pub rebuild_reason: Option<String>,
     /// An empty or torn-at-creation last segment that was removed.
     pub removed_segment: Option<u64>,
+    /// Sessions whose state could not be replayed after recovery (session id, error); the
+    /// error returns when the session is used (e.g. a damaged frame behind the watermark).
+    pub catch_up_failures: Vec<(String, String)>,
 }
 
 /// Everything the store needs after recovery.
@@ -301,23 +304,29 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
     }
 
     let active = match numbers.last() {
-        Some(&n) if writable => Some(Active {
-            number: n,
-            file: segments.file(n).map_err(io(segments.path(n)))?,
-            len: if end.segment == n {
+        Some(&n) if writable => {
+            let len = if end.segment == n {
                 end.offset
             } else {
                 segments
                     .file(n)
                     .and_then(|f| f.len())
                     .map_err(io(segments.path(n)))?
-            },
-            last_frame: if running.segment == n && running.last_frame != u64::MAX {
-                Some(running.last_frame)
-            } else {
-                None
-            },
-        }),
+            };
+            Some(Active {
+                number: n,
+                file: segments.file(n).map_err(io(segments.path(n)))?,
+                len,
+                last_frame: if running.segment == n && running.last_frame != u64::MAX {
+                    Some(running.last_frame)
+                } else {
+                    None
+                },
+                // Durable: either synced above, or covered by a durable index watermark
+                // (which is only ever committed after the log it covers was synced).
+                synced_len: len,
+            })
+        }
         _ => None,
     };
     let next_segment = numbers

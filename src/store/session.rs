@@ -175,6 +175,7 @@ impl Store {
         let core = self.core(number);
         let mut core = lock(&core);
         self.ensure_state(number, &mut core)?;
+        self.ensure_projections(number, &mut core)?;
         let Some(state) = core.state.as_ref() else {
             return Err(ForkError::not_found(source).into());
         };
@@ -218,6 +219,11 @@ impl Store {
                 })?
             }
         };
+        // At the tail the child's projections are the parent's; at an earlier boundary they
+        // are folded from the inherited prefix when first used.
+        let mut child_projections = (plan.seed_length == state.next_seq())
+            .then(|| core.projections.clone())
+            .flatten();
         drop(core);
 
         let mut registry = self.registry_mut();
@@ -245,6 +251,9 @@ impl Store {
             covered: child_state.next_seq(),
             bytes: state_bytes(&child_state)?,
         });
+        if let Some(p) = child_projections.as_mut() {
+            ops.extend(super::projection_ops(&self.config.projections, child, p));
+        }
         let record = encode(&Record::ForkSession {
             session: child,
             parent: number,
@@ -262,6 +271,7 @@ impl Store {
         child_core.checkpointed = child_state.next_seq();
         let seed = child_state.next_seq();
         child_core.state = Some(child_state);
+        child_core.projections = child_projections;
         if plan.needs_end_seed {
             let marker = Event::new("session/end-seed", seed, now_ms(), "{}");
             self.append_locked(&child_id, child, &mut child_core, vec![marker])?;

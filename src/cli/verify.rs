@@ -1,0 +1,175 @@
+//! `sessionlog verify [SESSION...]`: the log's frames and index, then each session's
+//! turn/step/tool invariants. Never modifies the store.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use super::CliResult;
+use super::progress::Progress;
+use crate::error::OpenError;
+use crate::log::scan::RecoveryMode;
+use crate::session::error::InvariantRule;
+use crate::session::invariants::Trace;
+use crate::store::{Config, Store};
+
+fn rule_label(rule: InvariantRule) -> &'static str {
+    match rule {
+        InvariantRule::Seq => "INV-SEQ",
+        InvariantRule::TurnStart => "INV-TURN-START",
+        InvariantRule::TurnEnd => "INV-TURN-END",
+        InvariantRule::StepStart => "INV-STEP-START",
+        InvariantRule::StepEnd => "INV-STEP-END",
+        InvariantRule::InStep => "INV-IN-STEP",
+        InvariantRule::ToolResult => "INV-TOOL-RESULT",
+        InvariantRule::Enclosed => "INV-ENCLOSED",
+        InvariantRule::Malformed => "INV-MALFORMED",
+    }
+}
+
+/// Opens read-only; when recovery finds corruption (valid frames after a bad one in the
+/// unindexed tail), opens again skipping bad frames, so the report lists all of them.
+fn open(dir: &Path) -> Result<(Store, Vec<String>), Box<dyn std::error::Error>> {
+    if !dir.is_dir() {
+        return Err(format!(
+            "store directory {} does not exist; pass --store DIR (or set SESSIONLOG_STORE)",
+            dir.display()
+        )
+        .into());
+    }
+    let read_only = Config {
+        read_only: true,
+        ..Config::default()
+    };
+    match Store::open(dir, read_only.clone()) {
+        Ok(store) => Ok((store, Vec::new())),
+        Err(OpenError::Corruption { position, reason }) => {
+            let salvage = Config {
+                recovery: RecoveryMode::SalvageSkippingBadFrames,
+                ..read_only
+            };
+            let store = Store::open(dir, salvage)?;
+            let mut problems = vec![format!(
+                "the store does not open normally: corruption at {position}: {reason}"
+            )];
+            let r = store.recovery_report();
+            for (id, seq, at) in &r.dropped_events {
+                problems.push(format!(
+                    "session \"{id}\" seq {seq} (at {at}) follows a gap left by a bad frame"
+                ));
+            }
+            Ok((store, problems))
+        }
+        Err(OpenError::NeedsRepair { reason, .. }) => Err(format!(
+            "the index of {} needs rebuilding ({reason}); verify never modifies the store — \
+             `sessionlog recover` rebuilds it (a damaged last frame is then cut as a torn write), \
+             then run verify again",
+            dir.display()
+        )
+        .into()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Runs the checks and prints the report; exit 0 when clean, 1 with problems.
+pub fn verify(store_dir: &Path, only: &[String]) -> CliResult {
+    let (store, mut problems) = open(store_dir)?;
+    for id in only {
+        if store.len(id).is_none() {
+            return Err(format!(
+                "session \"{id}\" is not in the store {}; `sessionlog list` shows the sessions",
+                store_dir.display()
+            )
+            .into());
+        }
+    }
+    let spinner = Progress::new("log", 0);
+    spinner.message("checking every frame");
+    let report = store.verify();
+    spinner.finish();
+    let report = report?;
+    let mut lines: Vec<String> = Vec::new();
+    for bad in &report.bad_frames {
+        lines.push(format!(
+            "bad frame at {}: {} ({} bytes)",
+            bad.position, bad.reason, bad.skipped
+        ));
+    }
+    for p in problems.drain(..).chain(report.problems.iter().cloned()) {
+        lines.push(format!("log: {p}"));
+    }
+    let sessions = if only.is_empty() {
+        store
+            .sessions()
+            .into_iter()
+            .map(|s| (s.header.id, s.event_count))
+            .collect::<Vec<_>>()
+    } else {
+        only.iter()
+            .map(|id| (id.clone(), store.len(id).unwrap_or(0)))
+            .collect()
+    };
+    let total: u64 = sessions.iter().map(|(_, n)| n).sum();
+    let bar = Progress::new("invariants", total);
+    let mut done = 0u64;
+    let mut violations = 0usize;
+    for (id, n) in &sessions {
+        let mut trace = Trace::new();
+        let events = match store.events(id, 0..*n) {
+            Ok(events) => events,
+            Err(e) => {
+                lines.push(format!("session \"{id}\": cannot read: {e}"));
+                continue;
+            }
+        };
+        for (next_seq, e) in events.enumerate() {
+            let e = match e {
+                Ok(e) => e,
+                Err(err) => {
+                    lines.push(format!(
+                        "session \"{id}\": reading stopped at seq {next_seq}: {err}"
+                    ));
+                    break;
+                }
+            };
+            let (t, violation) = trace.check(&e);
+            if let Some(v) = violation {
+                violations += 1;
+                lines.push(format!(
+                    "session \"{id}\" seq {}: {}: {}",
+                    v.seq,
+                    rule_label(v.rule),
+                    v.detail
+                ));
+            }
+            trace.commit(t);
+            done += 1;
+            if done.is_multiple_of(4096) {
+                bar.set("invariants", done, total, id);
+            }
+        }
+    }
+    bar.finish();
+    println!(
+        "checked {} frames, {} events in the log; {} session(s), {} event(s) against the invariants",
+        report.frames,
+        report.events,
+        sessions.len(),
+        done
+    );
+    for l in &lines {
+        println!("{l}");
+    }
+    if lines.is_empty() {
+        println!("clean");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!(
+            "{} problem(s): {} bad frame(s), {} invariant violation(s), {} other",
+            lines.len(),
+            report.bad_frames.len(),
+            violations,
+            lines.len() - report.bad_frames.len() - violations
+        );
+        Ok(ExitCode::from(1))
+    }
+}

@@ -1,0 +1,1160 @@
+//! Simulated crashes: random workloads run on the fault-injecting [`SimFs`] (segments) with the
+//! index in a real temporary directory, crash at random points (between operations, or in the
+//! middle of one: between a segment's creation and its directory sync, inside a write, ...),
+//! reopen, and are compared with a model:
+//!
+//! - every acknowledged-durable event (a `Sync` receipt, or anything before a successful
+//!   `flush`, `checkpoint` or `close`) is present and unchanged;
+//! - each session is a contiguous prefix of what was appended to it (nothing half-present,
+//!   nothing invented), and no session appears that was never created;
+//! - `verify()` is clean;
+//! - a bit flipped in synced data is reported as corruption at the damaged frame's segment and
+//!   offset (an open error, `ReadError::Corruption` or a bad frame in `verify`), or, when the
+//!   damaged frame is the last of the log, truncated as a torn tail and reported as such; it
+//!   is never returned as wrong data;
+//! - after `ENOSPC` on a write or `EIO` on an fsync the store refuses every write with
+//!   `AppendError::PreviousIo` until reopened, and the reopened store lost nothing acknowledged.
+//!
+//! After a crash `index.redb` is kept as left, deleted, or replaced by an older copy.
+//!
+//! `SESSIONLOG_SIM_SCENARIOS=N` sets the number of scenarios of each test (defaults: 2000 Sync/Group,
+//! 1000 Buffered);
+//! `SESSIONLOG_SIM_SEED=S` replays one scenario. A failure prints its seed.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sessionlog::error::{AppendError, LogPosition, OpenError, ReadError};
+use sessionlog::event::{Event, SessionHeader, SurfaceOp};
+use sessionlog::fs::sim::{BitFlip, SimFaults, SimFs, SimOptions, SimRng};
+use sessionlog::log::frame::{FRAME_HEADER_LEN, FrameLimits};
+use sessionlog::log::record::Record;
+use sessionlog::log::segment::{self, SEGMENT_HEADER_LEN};
+use sessionlog::session::InvariantMode;
+use sessionlog::store::{Config, Durability, Store};
+
+type Res<T = ()> = Result<T, String>;
+
+/// A session as the model knows it.
+#[derive(Debug, Clone)]
+struct ModelSession {
+    id: String,
+    header: SessionHeader,
+    /// Every event appended, in order; the tail past `durable` may be missing after a crash.
+    events: Vec<Event>,
+    /// How many leading events are acknowledged durable.
+    durable: usize,
+    /// True once the creation is acknowledged durable.
+    created_durable: bool,
+}
+
+#[derive(Debug, Default)]
+struct Model {
+    sessions: Vec<ModelSession>,
+    next_id: u64,
+}
+
+impl Model {
+    fn all_durable(&mut self) {
+        for s in &mut self.sessions {
+            s.durable = s.events.len();
+            s.created_durable = true;
+        }
+    }
+}
+
+/// What one scenario exercised (summed over a run and printed).
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    scenarios: u64,
+    crashes: u64,
+    mid_op_crashes: u64,
+    restarts: u64,
+    refused: u64,
+    appends: u64,
+    acked_events: u64,
+    lost_unacked: u64,
+    faults: u64,
+    flips: u64,
+    flips_open_error: u64,
+    flips_read_error: u64,
+    flips_truncated: u64,
+    flips_catch_up: u64,
+    index_deleted: u64,
+    index_older: u64,
+    index_rebuilt: u64,
+    torn_tails: u64,
+}
+
+impl Tally {
+    fn add(&mut self, o: &Tally) {
+        self.scenarios += o.scenarios;
+        self.crashes += o.crashes;
+        self.mid_op_crashes += o.mid_op_crashes;
+        self.restarts += o.restarts;
+        self.refused += o.refused;
+        self.appends += o.appends;
+        self.acked_events += o.acked_events;
+        self.lost_unacked += o.lost_unacked;
+        self.faults += o.faults;
+        self.flips += o.flips;
+        self.flips_open_error += o.flips_open_error;
+        self.flips_read_error += o.flips_read_error;
+        self.flips_truncated += o.flips_truncated;
+        self.flips_catch_up += o.flips_catch_up;
+        self.index_deleted += o.index_deleted;
+        self.index_older += o.index_older;
+        self.index_rebuilt += o.index_rebuilt;
+        self.torn_tails += o.torn_tails;
+    }
+}
+
+/// Which faults a scenario family may inject.
+#[derive(Debug, Clone, Copy)]
+struct Family {
+    options: SimOptions,
+    /// Durabilities to draw from: 0 Sync, 1 Group, 2 Buffered.
+    durabilities: &'static [u8],
+    /// ENOSPC on writes and EIO on fsyncs.
+    faults: bool,
+    /// EIO on directory syncs.
+    dir_eio: bool,
+    /// Keep going (and crash again) after an ENOSPC or EIO and the reopen that follows it.
+    continue_after_fault: bool,
+    /// Some crashes kill only the process (the page cache survives); a power loss may follow
+    /// in a later round.
+    restarts: bool,
+    flips: bool,
+}
+
+const MAIN: Family = Family {
+    options: SimOptions {
+        reorder: true,
+        volatile_dir_entries: true,
+        volatile_mkdir: false,
+        eio_drops_cache: true,
+    },
+    durabilities: &[0, 1],
+    faults: true,
+    dir_eio: false,
+    continue_after_fault: false,
+    restarts: false,
+    flips: true,
+};
+
+/// Buffered mode writes several frames before syncing them; see the ignored regression test
+/// for what reordering does to it. Here its unsynced writes persist in order.
+const BUFFERED_IN_ORDER: Family = Family {
+    options: SimOptions {
+        reorder: false,
+        volatile_dir_entries: true,
+        volatile_mkdir: false,
+        eio_drops_cache: true,
+    },
+    durabilities: &[2],
+    faults: true,
+    dir_eio: false,
+    continue_after_fault: false,
+    restarts: false,
+    flips: true,
+};
+
+fn scratch_dir() -> tempfile::TempDir {
+    // tmpfs makes the index's real fsyncs free; fall back to the default temp dir.
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir()
+        && let Ok(d) = tempfile::tempdir_in(shm)
+    {
+        return d;
+    }
+    tempfile::tempdir().unwrap()
+}
+
+fn filler(rng: &mut SimRng, len: usize) -> String {
+    if rng.chance(1, 2) {
+        // Compressible.
+        "abcdefgh".repeat(len / 8 + 1)[..len].to_owned()
+    } else {
+        (0..len)
+            .map(|_| char::from(b'a' + rng.below(26) as u8))
+            .collect()
+    }
+}
+
+fn gen_event(rng: &mut SimRng, seq: u64) -> Event {
+    let size = match rng.below(20) {
+        0..=9 => rng.below(40),
+        10..=15 => rng.range(100, 700),
+        16..=18 => rng.range(1000, 5000),
+        _ => rng.range(5000, 20_000),
+    } as usize;
+    let time = rng.range(0, 1 << 50) as i64 - (1 << 48);
+    let text = filler(rng, size);
+    match rng.below(6) {
+        0 if seq > 0 => {
+            let mut e = Event::new(
+                "user/message",
+                seq,
+                time,
+                format!(
+                    r#"{{"id":"m{seq}","role":"user","content":[{{"type":"text","text":"{text}"}}],"source":{{"kind":"user"}}}}"#
+                ),
+            )
+            .with_surface_op(SurfaceOp::Append);
+            if rng.chance(1, 2) {
+                e = e.with_sources(vec![rng.below(seq)]);
+            }
+            e
+        }
+        1 => Event::new("turn/start", seq, time, format!(r#"{{"turn":{seq}}}"#)),
+        2 => Event::new(
+            "tool/call",
+            seq,
+            time,
+            format!(r#"{{"callId":"c{seq}","arguments":"{text}"}}"#),
+        ),
+        _ => Event::new(
+            "assistant/chunk",
+            seq,
+            time,
+            format!(
+                r#"{{"chunk":{{"type":"text-delta","text":"{text}"}},"n":[1,2.5,-3e7,null,true]}}"#
+            ),
+        ),
+    }
+}
+
+fn make_config(rng: &mut SimRng, sim: &Arc<SimFs>, family: &Family) -> Config {
+    let durability = match rng.pick(family.durabilities).copied().unwrap_or(0) {
+        0 => Durability::Sync,
+        // Long enough that the timer never fires inside a scenario: the scenario stays
+        // deterministic, and durability comes from flush, checkpoint and close.
+        1 => Durability::Group {
+            max_delay: Duration::from_secs(3600),
+        },
+        2 => Durability::Buffered,
+        // The background leader syncs within a millisecond: it races the workload, so these
+        // scenarios do not replay exactly (the checks hold for any interleaving).
+        _ => Durability::Group {
+            max_delay: Duration::from_millis(1),
+        },
+    };
+    Config {
+        durability,
+        segment_bytes: *rng.pick(&[4096, 8192, 16_384, 65_536]).unwrap(),
+        batch_bytes: *rng.pick(&[256, 4096, 65_536]).unwrap(),
+        compress_threshold: *rng.pick(&[64, 512, 1 << 20]).unwrap(),
+        checkpoint_bytes: *rng.pick(&[4096, 1 << 40]).unwrap(),
+        // Random workloads do not follow dsh's turn/step invariants (surface rules apply).
+        invariants: InvariantMode::Off,
+        fs: sim.clone(),
+        ..Config::default()
+    }
+}
+
+/// One frame of the log image, with what it holds (for locating bit flips).
+#[derive(Debug, Clone)]
+struct FrameInfo {
+    segment: u64,
+    offset: u64,
+    len: u64,
+    events: Vec<(String, u64)>,
+    creates: Vec<String>,
+}
+
+/// Reads the log image the simulator holds: frame boundaries and the events in each frame.
+fn catalog(sim: &SimFs, seg_dir: &Path) -> (Vec<FrameInfo>, Vec<u64>) {
+    let mut names: HashMap<u64, String> = HashMap::new();
+    let mut frames = Vec::new();
+    let mut numbers: Vec<u64> = sessionlog::fs::FileSystem::list(sim, seg_dir)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|n| segment::parse_file_name(n))
+        .collect();
+    numbers.sort_unstable();
+    let limits = FrameLimits::default();
+    for &n in &numbers {
+        let bytes = sim
+            .read_file(&segment::path(seg_dir, n))
+            .unwrap_or_default();
+        let mut at = SEGMENT_HEADER_LEN as usize;
+        while at + FRAME_HEADER_LEN <= bytes.len() {
+            let Ok((header, payload)) = sessionlog::log::frame::decode(&bytes[at..], &limits)
+            else {
+                break;
+            };
+            let mut events = Vec::new();
+            let mut creates = Vec::new();
+            for (_, r) in Record::decode_all(&payload).unwrap_or_default() {
+                match r {
+                    Record::CreateSession { session, header } => {
+                        creates.push(header.id.clone());
+                        names.insert(session, header.id);
+                    }
+                    Record::ForkSession {
+                        session, header, ..
+                    } => {
+                        creates.push(header.id.clone());
+                        names.insert(session, header.id);
+                    }
+                    Record::DeleteSession { .. } => {}
+                    Record::Event { session, event } => {
+                        events.push((names.get(&session).cloned().unwrap_or_default(), event.seq))
+                    }
+                }
+            }
+            frames.push(FrameInfo {
+                segment: n,
+                offset: at as u64,
+                len: header.frame_len(),
+                events,
+                creates,
+            });
+            at += header.frame_len() as usize;
+        }
+    }
+    (frames, numbers)
+}
+
+enum StepError {
+    /// The store refused or failed (expected after a fault or crash).
+    Append(AppendError),
+    /// The test found a violation.
+    Fatal(String),
+}
+
+impl From<AppendError> for StepError {
+    fn from(e: AppendError) -> Self {
+        StepError::Append(e)
+    }
+}
+
+struct Scenario {
+    rng: SimRng,
+    sim: Arc<SimFs>,
+    dir: tempfile::TempDir,
+    config: Config,
+    model: Model,
+    tally: Tally,
+    family: Family,
+    /// A copy of index.redb taken at a clean point (right after an open).
+    older_index: Option<Vec<u8>>,
+}
+
+impl Scenario {
+    fn new(seed: u64, family: Family) -> Self {
+        let mut rng = SimRng::new(seed);
+        let sim = SimFs::new(rng.next_u64(), family.options);
+        let config = make_config(&mut rng, &sim, &family);
+        Scenario {
+            rng,
+            sim,
+            dir: scratch_dir(),
+            config,
+            model: Model::default(),
+            tally: Tally {
+                scenarios: 1,
+                ..Tally::default()
+            },
+            family,
+            older_index: None,
+        }
+    }
+
+    fn index_path(&self) -> PathBuf {
+        self.dir.path().join("index.redb")
+    }
+
+    fn seg_dir(&self) -> PathBuf {
+        self.dir.path().join("segments")
+    }
+
+    fn open(&mut self) -> Result<Store, OpenError> {
+        let store = Store::open(self.dir.path(), self.config.clone())?;
+        if trace() {
+            eprintln!(
+                "opened: {:?} segments {:?}",
+                store.recovery_report(),
+                sessionlog::fs::FileSystem::list(&*self.sim, &self.seg_dir())
+            );
+        }
+        if store.recovery_report().index_rebuilt {
+            self.tally.index_rebuilt += 1;
+        }
+        if store.recovery_report().truncated.is_some() {
+            self.tally.torn_tails += 1;
+        }
+        if self.rng.chance(1, 3) {
+            self.older_index = std::fs::read(self.index_path()).ok();
+        }
+        Ok(store)
+    }
+
+    /// Compares a freshly opened store with the model, then makes the model match it (what
+    /// survived is durable now).
+    fn check_against_model(&mut self, store: &Store, what: &str) -> Res {
+        let mut keep = Vec::new();
+        for mut s in std::mem::take(&mut self.model.sessions) {
+            match store.len(&s.id) {
+                None => {
+                    if s.created_durable {
+                        return Err(format!("{what}: acknowledged session {} is missing", s.id));
+                    }
+                    self.tally.lost_unacked += s.events.len() as u64;
+                }
+                Some(len) => {
+                    let len = len as usize;
+                    if len < s.durable {
+                        return Err(format!(
+                            "{what}: session {} has {len} events, {} were acknowledged durable; recovery: {:?}",
+                            s.id,
+                            s.durable,
+                            store.recovery_report()
+                        ));
+                    }
+                    if len > s.events.len() {
+                        return Err(format!(
+                            "{what}: session {} has {len} events, only {} were appended",
+                            s.id,
+                            s.events.len()
+                        ));
+                    }
+                    if store.header(&s.id).as_ref() != Some(&s.header) {
+                        return Err(format!("{what}: session {} header differs", s.id));
+                    }
+                    let read = store
+                        .events(&s.id, 0..len as u64)
+                        .map_err(|e| format!("{what}: events({}): {e}", s.id))?;
+                    for (i, e) in read.enumerate() {
+                        let e = e.map_err(|e| format!("{what}: {} seq {i}: {e}", s.id))?;
+                        if e != s.events[i] {
+                            return Err(format!(
+                                "{what}: {} seq {i} differs from what was appended",
+                                s.id
+                            ));
+                        }
+                    }
+                    // The surface (derived data kept in the index) matches the log: every event of
+                    // this workload that joins the surface appends to it.
+                    let want: Vec<u64> = s.events[..len]
+                        .iter()
+                        .filter(|e| e.surface_op.is_some())
+                        .map(|e| e.seq)
+                        .collect();
+                    let surface = store
+                        .surface(&s.id)
+                        .map_err(|e| format!("{what}: surface of {}: {e}", s.id))?;
+                    if surface != want {
+                        return Err(format!(
+                            "{what}: surface of {} is {surface:?}, the log says {want:?}",
+                            s.id
+                        ));
+                    }
+                    self.tally.lost_unacked += (s.events.len() - len) as u64;
+                    s.events.truncate(len);
+                    s.durable = len;
+                    s.created_durable = true;
+                    keep.push(s);
+                }
+            }
+        }
+        self.model.sessions = keep;
+        let known: HashSet<&str> = self.model.sessions.iter().map(|s| s.id.as_str()).collect();
+        for info in store.sessions() {
+            if !known.contains(info.header.id.as_str()) {
+                return Err(format!(
+                    "{what}: session {} was never created",
+                    info.header.id
+                ));
+            }
+        }
+        let report = store
+            .verify()
+            .map_err(|e| format!("{what}: verify failed: {e}"))?;
+        if !report.is_clean() {
+            return Err(format!("{what}: verify is not clean: {report:?}"));
+        }
+        Ok(())
+    }
+
+    /// Runs random operations until `steps` are done or an operation fails. Returns the error
+    /// of the failed operation, if any.
+    fn workload(
+        &mut self,
+        store: &mut Option<Store>,
+        steps: u64,
+        fault_at: Option<u64>,
+    ) -> Res<Option<AppendError>> {
+        for step in 0..steps {
+            if Some(step) == fault_at {
+                self.inject_fault();
+            }
+            if trace() {
+                eprintln!("step {step}: {:?}", self.sim.stats());
+            }
+            match self.step(store) {
+                Ok(()) => {}
+                Err(StepError::Append(e)) => return Ok(Some(e)),
+                Err(StepError::Fatal(e)) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+
+    fn inject_fault(&mut self) {
+        let n = self.rng.below(3);
+        if trace() {
+            eprintln!("inject fault");
+        }
+        let faults = match self.rng.below(4) {
+            1 if self.family.faults => SimFaults {
+                enospc_after_writes: Some(n),
+                ..SimFaults::default()
+            },
+            2 if self.family.faults => SimFaults {
+                eio_after_syncs: Some(n),
+                ..SimFaults::default()
+            },
+            3 if self.family.dir_eio => SimFaults {
+                eio_after_dir_syncs: Some(n),
+                ..SimFaults::default()
+            },
+            _ => SimFaults {
+                crash_after_ops: Some(self.rng.below(40)),
+                ..SimFaults::default()
+            },
+        };
+        if trace() {
+            eprintln!("faults: {faults:?}");
+        }
+        self.sim.set_faults(faults);
+    }
+
+    /// One random operation. Appended events enter the model before the call (they may be
+    /// present after a crash even if the call fails).
+    fn step(&mut self, slot: &mut Option<Store>) -> Result<(), StepError> {
+        let store = slot.as_ref().ok_or(StepError::Fatal("no store".into()))?;
+        let sync = matches!(self.config.durability, Durability::Sync);
+        let roll = self.rng.below(100);
+        if trace() {
+            eprintln!("op roll {roll}");
+        }
+        if self.model.sessions.is_empty() || roll < 6 {
+            let id = format!("s{}-{}", self.model.next_id, self.rng.below(1000));
+            self.model.next_id += 1;
+            let mut header = SessionHeader::new(id.clone(), self.rng.below(1 << 40));
+            if self.rng.chance(1, 3) {
+                header.cwd = Some("/work".into());
+                header.extra = vec![("x-note".into(), r#"{"a":[1,2]}"#.into())];
+            }
+            self.model.sessions.push(ModelSession {
+                id,
+                header: header.clone(),
+                events: Vec::new(),
+                durable: 0,
+                created_durable: false,
+            });
+            store.create_session(header)?;
+            if sync {
+                self.model.sessions.last_mut().unwrap().created_durable = true;
+            }
+            return Ok(());
+        }
+        let i = self.rng.below(self.model.sessions.len() as u64) as usize;
+        match roll {
+            6..=64 => {
+                let seq = self.model.sessions[i].events.len() as u64;
+                let e = gen_event(&mut self.rng, seq);
+                self.model.sessions[i].events.push(e.clone());
+                let id = self.model.sessions[i].id.clone();
+                let receipt = match store.append(&id, e) {
+                    Err(e) if refused(&e) => {
+                        self.model.sessions[i].events.pop();
+                        self.tally.refused += 1;
+                        return Ok(());
+                    }
+                    r => r?,
+                };
+                self.tally.appends += 1;
+                if !receipt.durable && self.rng.chance(1, 8) {
+                    // Waiting for this receipt makes it, and everything before it, durable.
+                    store.wait_durable(&receipt)?;
+                    self.model.sessions[i].durable = self.model.sessions[i].events.len();
+                } else if receipt.durable {
+                    let s = &mut self.model.sessions[i];
+                    s.durable = s.events.len();
+                }
+            }
+            65..=79 => {
+                let n = self.rng.range(1, 8);
+                let base = self.model.sessions[i].events.len() as u64;
+                let batch: Vec<Event> =
+                    (0..n).map(|k| gen_event(&mut self.rng, base + k)).collect();
+                self.model.sessions[i].events.extend(batch.iter().cloned());
+                let id = self.model.sessions[i].id.clone();
+                let receipt = match store.append_batch(&id, batch) {
+                    Err(e) if refused(&e) => {
+                        let s = &mut self.model.sessions[i];
+                        s.events.truncate(base as usize);
+                        self.tally.refused += 1;
+                        return Ok(());
+                    }
+                    r => r?,
+                };
+                self.tally.appends += n;
+                if receipt.durable {
+                    let s = &mut self.model.sessions[i];
+                    s.durable = s.events.len();
+                }
+            }
+            80..=88 => {
+                store.flush()?;
+                self.model.all_durable();
+            }
+            89..=93 => {
+                store.checkpoint()?;
+                self.model.all_durable();
+            }
+            94..=96 => {
+                // Read something back.
+                let s = &self.model.sessions[i];
+                if !s.events.is_empty() {
+                    let seq = self.rng.below(s.events.len() as u64);
+                    match store.get(&s.id, seq) {
+                        Ok(Some(e)) if e == s.events[seq as usize] => {}
+                        Ok(other) => {
+                            return Err(StepError::Fatal(format!(
+                                "{} seq {seq} read back as {other:?}",
+                                s.id
+                            )));
+                        }
+                        // Reads fail once the machine is down.
+                        Err(e) if self.sim.is_down() => {
+                            return Err(StepError::Append(AppendError::PreviousIo(e.to_string())));
+                        }
+                        Err(e) => return Err(StepError::Fatal(format!("read failed: {e}"))),
+                    }
+                }
+            }
+            _ => {
+                // Clean close and reopen: nothing may be lost.
+                if let Some(old) = slot.take() {
+                    old.close()?;
+                }
+                self.model.all_durable();
+                let before = self.counts();
+                let faults_before = self.sim.stats().injected_errors;
+                let store = match self.open() {
+                    Ok(s) => s,
+                    // A crash or a fault during recovery: handled like any failed operation.
+                    Err(e)
+                        if self.sim.is_down()
+                            || self.sim.stats().injected_errors > faults_before =>
+                    {
+                        return Err(StepError::Append(AppendError::PreviousIo(format!(
+                            "open: {e}"
+                        ))));
+                    }
+                    Err(e) => return Err(StepError::Fatal(format!("clean reopen failed: {e}"))),
+                };
+                self.check_against_model(&store, "clean reopen")
+                    .map_err(StepError::Fatal)?;
+                if before != self.counts() {
+                    return Err(StepError::Fatal("a clean close lost events".into()));
+                }
+                *slot = Some(store);
+            }
+        }
+        Ok(())
+    }
+
+    fn counts(&self) -> BTreeMap<String, usize> {
+        self.model
+            .sessions
+            .iter()
+            .map(|s| (s.id.clone(), s.events.len()))
+            .collect()
+    }
+
+    /// Applies the chosen index variant after a crash.
+    fn mangle_index(&mut self) {
+        let variant = self.rng.below(4);
+        if trace() {
+            eprintln!("index variant {variant}");
+        }
+        match variant {
+            0 => {
+                let _ = std::fs::remove_file(self.index_path());
+                self.tally.index_deleted += 1;
+            }
+            1 => {
+                if let Some(old) = &self.older_index {
+                    std::fs::write(self.index_path(), old).unwrap();
+                    self.tally.index_older += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn run(mut self) -> Res<Tally> {
+        let mut slot = Some(self.open().map_err(|e| format!("first open: {e}"))?);
+        let rounds = self.rng.range(1, 4);
+        for round in 0..rounds {
+            let steps = self.rng.range(3, 60);
+            let fault_at = self.rng.chance(2, 3).then(|| self.rng.below(steps));
+            let failed = self
+                .workload(&mut slot, steps, fault_at)
+                .map_err(|e| format!("round {round}: {e}"))?;
+            let what = format!("round {round}");
+            // `None` when a clean close is what failed (the store is gone already).
+            let store = slot.take();
+            match failed {
+                Some(e) if !self.sim.is_down() => {
+                    // ENOSPC or EIO: the store must refuse every later write.
+                    if !matches!(e, AppendError::PreviousIo(_)) {
+                        return Err(format!(
+                            "{what}: injected fault gave {e:?}, expected PreviousIo"
+                        ));
+                    }
+                    self.tally.faults += 1;
+                    if let Some(store) = &store
+                        && let Some(s) = self.model.sessions.first()
+                    {
+                        let (id, seq) = (s.id.clone(), s.events.len() as u64);
+                        let r = store.append(&id, gen_event(&mut self.rng, seq));
+                        if !matches!(r, Err(AppendError::PreviousIo(_))) {
+                            return Err(format!("{what}: append after a failed write gave {r:?}"));
+                        }
+                    }
+                    if let Some(store) = &store {
+                        if !matches!(store.flush(), Err(AppendError::PreviousIo(_))) {
+                            return Err(format!(
+                                "{what}: flush after a failed write was not refused"
+                            ));
+                        }
+                        if !matches!(
+                            store.create_session(SessionHeader::new("late", 1)),
+                            Err(AppendError::PreviousIo(_))
+                        ) {
+                            return Err(format!(
+                                "{what}: create after a failed write was not refused"
+                            ));
+                        }
+                    }
+                    // Reopen without a crash: nothing acknowledged may be lost.
+                    self.sim.set_faults(SimFaults::default());
+                    drop(store);
+                    let store = self
+                        .open()
+                        .map_err(|e| format!("{what}: reopen after fault: {e}"))?;
+                    self.check_against_model(&store, &format!("{what} after fault"))?;
+                    slot = Some(store);
+                    if self.family.continue_after_fault {
+                        continue;
+                    }
+                    break;
+                }
+                Some(_) => self.tally.mid_op_crashes += 1,
+                None => {}
+            }
+            if self.family.restarts && self.rng.chance(1, 2) {
+                // The process dies, the machine stays up: the page cache survives.
+                self.sim.restart_process();
+                self.tally.restarts += 1;
+                drop(store);
+                let store = self
+                    .open()
+                    .map_err(|e| format!("{what}: open after a process crash: {e}"))?;
+                self.check_against_model(&store, &format!("{what} after a process crash"))?;
+                slot = Some(store);
+                continue;
+            }
+            // Power loss (handles opened before it fail from now on), then drop the dead store.
+            if trace() {
+                eprintln!(
+                    "before crash: {:?}",
+                    sessionlog::fs::FileSystem::list(&*self.sim, &self.seg_dir())
+                );
+            }
+            let crash = self.sim.crash();
+            if trace() {
+                eprintln!("crash: {crash:?}");
+            }
+            self.tally.crashes += 1;
+            drop(store);
+            self.mangle_index();
+            if self.family.flips && self.rng.chance(1, 6) {
+                // Flip a bit of a segment header or of a whole frame (not of a torn tail:
+                // that was never acknowledged).
+                let (frames, numbers) = catalog(&self.sim, &self.seg_dir());
+                if let Some(&n) = self.rng.pick(&numbers) {
+                    let end = frames
+                        .iter()
+                        .filter(|f| f.segment == n)
+                        .map(|f| f.offset + f.len)
+                        .max()
+                        .unwrap_or(SEGMENT_HEADER_LEN);
+                    let len = self
+                        .sim
+                        .read_file(&segment::path(&self.seg_dir(), n))
+                        .map_or(0, |b| b.len() as u64);
+                    let offset = self.rng.below(end.min(len));
+                    let flip = BitFlip {
+                        path: segment::path(&self.seg_dir(), n),
+                        offset,
+                        bit: self.rng.below(8) as u8,
+                    };
+                    if self.sim.flip_bit(&flip.path, flip.offset, flip.bit).is_ok() {
+                        self.tally.flips += 1;
+                        return self.check_flip(&flip, &frames).map(|()| self.tally);
+                    }
+                }
+            }
+            let store = self
+                .open()
+                .map_err(|e| format!("{what}: open after crash: {e}"))?;
+            self.check_against_model(&store, &format!("{what} after crash"))?;
+            slot = Some(store);
+        }
+        let store = slot.take().ok_or("no store")?;
+        store.close().map_err(|e| format!("final close: {e}"))?;
+        self.model.all_durable();
+        let store = self.open().map_err(|e| format!("final open: {e}"))?;
+        self.check_against_model(&store, "final")?;
+        for s in &self.model.sessions {
+            self.tally.acked_events += s.events.len() as u64;
+        }
+        Ok(self.tally)
+    }
+
+    /// After a bit flip in synced data: the damage is reported at the right place, and nothing
+    /// read is wrong.
+    fn check_flip(&mut self, flip: &BitFlip, frames: &[FrameInfo]) -> Res {
+        let name = flip.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let segment = segment::parse_file_name(name).ok_or(format!("flip in {name}"))?;
+        let frame = frames.iter().find(|f| {
+            f.segment == segment && flip.offset >= f.offset && flip.offset < f.offset + f.len
+        });
+        let expect = LogPosition {
+            segment,
+            offset: frame.map_or(0, |f| f.offset),
+        };
+        if frame.is_none() && flip.offset >= SEGMENT_HEADER_LEN {
+            return Err(format!("flip {flip:?} is in no frame: {frames:?}"));
+        }
+        let what = format!("flip at {} bit {} (frame {expect})", flip.offset, flip.bit);
+        let store = match self.open() {
+            Err(OpenError::Corruption { position, .. }) if position == expect => {
+                self.tally.flips_open_error += 1;
+                return Ok(());
+            }
+            // The post-recovery replay of session state (`Store::catch_up`) reports the damaged
+            // frame only in its message, at position 0/0 (engine finding, see the ignored
+            // regression test below).
+            Err(OpenError::Corruption { position, reason })
+                if position == LogPosition::default() && reason.contains(&format!("{expect}:")) =>
+            {
+                self.tally.flips_open_error += 1;
+                self.tally.flips_catch_up += 1;
+                return Ok(());
+            }
+            Err(OpenError::NotASegment { .. } | OpenError::UnsupportedFormat { .. })
+                if frame.is_none() =>
+            {
+                self.tally.flips_open_error += 1;
+                return Ok(());
+            }
+            Err(e) => return Err(format!("{what}: open failed with {e}")),
+            Ok(s) => s,
+        };
+        let report = store.recovery_report().clone();
+        if frame.is_none() {
+            // A header flip may pass only when it hit a header-only last segment, removed as
+            // a segment torn at creation.
+            if report.removed_segment != Some(segment) {
+                return Err(format!(
+                    "{what}: damaged segment header went unnoticed: {report:?}"
+                ));
+            }
+            return self.check_against_model(&store, &what);
+        }
+        let frame = frame.unwrap();
+        let damaged: HashSet<(String, u64)> = frame.events.iter().cloned().collect();
+        let truncated = report.truncated.as_ref().map(|t| t.position) == Some(expect);
+        if truncated {
+            // Indistinguishable from a torn write: only the log's last frame may go this way,
+            // and only its events are lost.
+            let last = frames.last().map(|f| LogPosition {
+                segment: f.segment,
+                offset: f.offset,
+            });
+            if last != Some(expect) {
+                return Err(format!(
+                    "{what}: truncated a frame that is not the last: {report:?}"
+                ));
+            }
+            self.tally.flips_truncated += 1;
+            for s in &mut self.model.sessions {
+                let lost = frame.events.iter().filter(|(id, _)| *id == s.id).count();
+                s.durable = s.durable.saturating_sub(lost);
+                if frame.creates.contains(&s.id) {
+                    s.created_durable = false;
+                }
+            }
+            return self.check_against_model(&store, &what);
+        }
+        let mut read_errors = 0;
+        for s in &self.model.sessions {
+            let Some(len) = store.len(&s.id) else {
+                if s.created_durable {
+                    return Err(format!("{what}: session {} missing", s.id));
+                }
+                continue;
+            };
+            if (len as usize) < s.durable || len as usize > s.events.len() {
+                return Err(format!(
+                    "{what}: session {} has {len} events (durable {})",
+                    s.id, s.durable
+                ));
+            }
+            for seq in 0..len {
+                match store.get(&s.id, seq) {
+                    Ok(Some(e)) if e == s.events[seq as usize] => {}
+                    Ok(other) => {
+                        return Err(format!(
+                            "{what}: {} seq {seq} read wrong data: {other:?}",
+                            s.id
+                        ));
+                    }
+                    Err(ReadError::Corruption { position, .. })
+                        if position == expect && damaged.contains(&(s.id.clone(), seq)) =>
+                    {
+                        read_errors += 1;
+                    }
+                    Err(e) => return Err(format!("{what}: {} seq {seq}: {e}", s.id)),
+                }
+            }
+        }
+        let verify = store.verify().map_err(|e| format!("{what}: verify: {e}"))?;
+        if !verify.bad_frames.iter().any(|b| b.position == expect) {
+            return Err(format!(
+                "{what}: verify did not report the damaged frame: {verify:?}"
+            ));
+        }
+        if read_errors > 0 {
+            self.tally.flips_read_error += 1;
+        }
+        Ok(())
+    }
+}
+
+/// A validation refusal (the session rules), as opposed to an I/O failure.
+fn refused(e: &AppendError) -> bool {
+    matches!(
+        e,
+        AppendError::Semantics { .. } | AppendError::Envelope { .. } | AppendError::BadData { .. }
+    )
+}
+
+fn trace() -> bool {
+    std::env::var_os("SESSIONLOG_SIM_TRACE").is_some()
+}
+
+fn scenario_count(default: u64) -> u64 {
+    std::env::var("SESSIONLOG_SIM_SCENARIOS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn run_family(name: &str, family: Family, salt: u64, default: u64) {
+    if let Some(seed) = std::env::var("SESSIONLOG_SIM_SEED")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        if seed % 4 == salt {
+            let t = Scenario::new(seed, family)
+                .run()
+                .unwrap_or_else(|e| panic!("{name} seed {seed}: {e}"));
+            eprintln!("{name} seed {seed}: {t:?}");
+        }
+        return;
+    }
+    let n = scenario_count(default);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |p| p.get())
+        .min(2) as u64;
+    let start = std::time::Instant::now();
+    let total = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                scope.spawn(move || {
+                    let mut total = Tally::default();
+                    let mut i = t;
+                    while i < n {
+                        let seed = i * 4 + salt;
+                        match Scenario::new(seed, family).run() {
+                            Ok(tally) => total.add(&tally),
+                            Err(e) => panic!(
+                                "{name} seed {seed} failed: {e}\nreplay: SESSIONLOG_SIM_SEED={seed} SESSIONLOG_SIM_TRACE=1 cargo test --release --test sim_crash -- --include-ignored"
+                            ),
+                        }
+                        i += threads;
+                    }
+                    total
+                })
+            })
+            .collect();
+        let mut total = Tally::default();
+        for h in handles {
+            total.add(&h.join().unwrap());
+        }
+        total
+    });
+    eprintln!(
+        "{name}: {n} scenarios in {:.1?}: {total:?}",
+        start.elapsed()
+    );
+    assert_eq!(total.scenarios, n);
+    assert!(total.crashes > 0 && total.acked_events > 0);
+}
+
+#[test]
+fn sync_and_group_survive_random_crashes() {
+    run_family("sync/group", MAIN, 0, 2000);
+}
+
+/// Group commit with its background leader running (1 ms): crashes and faults race it.
+#[test]
+fn group_timer_survives_random_crashes() {
+    let mut family = MAIN;
+    family.durabilities = &[3];
+    run_family("group-timer", family, 0, 300);
+}
+
+#[test]
+fn buffered_survives_in_order_crashes() {
+    run_family("buffered", BUFFERED_IN_ORDER, 1, 1000);
+}
+
+/// Regression (engine): Buffered mode writes several frames before one fsync. When the page
+/// cache writes a later frame back and loses an earlier one, recovery finds a bad frame
+/// followed by a valid one and refuses to open (`Corruption`), although nothing acknowledged
+/// was damaged.
+#[test]
+fn buffered_survives_reordered_crashes() {
+    let mut family = BUFFERED_IN_ORDER;
+    family.options.reorder = true;
+    run_family("buffered-reorder", family, 2, 500);
+}
+
+/// Regression (engine): a segment whose creation was visible but not yet durable (the process
+/// died between the creation and the directory fsync, or the directory fsync failed) is used
+/// after a reopen; acknowledged appends go into it; a power loss then removes its directory
+/// entry and the acknowledged events with it.
+#[test]
+#[ignore = "needs engine fix: recovery must sync_dir(segments/) when opening read-write (see fuzz/README.md)"]
+fn process_crash_then_power_loss_keeps_acknowledged_events() {
+    let mut family = MAIN;
+    family.restarts = true;
+    family.dir_eio = true;
+    family.continue_after_fault = true;
+    run_family("restart", family, 3, 500);
+}
+
+/// Regression (engine): after an fsync fails with EIO, Linux keeps the lost pages readable
+/// (marked clean). The reopened store indexes the frame from the cache, later acknowledged
+/// frames land after it, and a power loss leaves a hole before them: the log no longer opens.
+#[test]
+#[ignore = "needs engine fix: a failed fsync must truncate the active segment to its last synced length (see fuzz/README.md)"]
+fn fsync_eio_with_cached_pages_then_power_loss() {
+    let mut family = MAIN;
+    family.options.eio_drops_cache = false;
+    family.continue_after_fault = true;
+    run_family("eio-cache", family, 0, 500);
+}
+
+/// Regression (engine): a bit flip in a frame behind the index watermark, in a session whose
+/// state checkpoint lags (here: the writer died before checkpointing it), makes `Store::open`
+/// fail in its post-recovery replay (`catch_up`) with `OpenError::Corruption` at segment 0
+/// offset 0; the damaged frame's real position appears only in the message.
+#[test]
+fn corruption_found_by_the_post_recovery_replay_names_its_frame() {
+    let dir = scratch_dir();
+    let sim = SimFs::new(5, SimOptions::default());
+    let config = Config {
+        durability: Durability::Sync,
+        invariants: InvariantMode::Off,
+        fs: sim.clone(),
+        ..Config::default()
+    };
+    let store = Store::open(dir.path(), config.clone()).unwrap();
+    store.create_session(SessionHeader::new("a", 1)).unwrap();
+    for seq in 0..6 {
+        store
+            .append(
+                "a",
+                Event::new("assistant/chunk", seq, 1, format!(r#"{{"n":{seq}}}"#)),
+            )
+            .unwrap();
+    }
+    store.abandon();
+    let index = sessionlog::index::Index::open_read_only(&dir.path().join("index.redb")).unwrap();
+    let loc = index.location(1, 2).unwrap().unwrap();
+    drop(index);
+    let seg = segment::path(&dir.path().join("segments"), loc.segment);
+    sim.flip_bit(&seg, loc.frame_offset + 20, 3).unwrap();
+    match Store::open(dir.path(), config) {
+        Ok(store) => {
+            // Also acceptable: the open succeeds and the read reports the frame.
+            match store.get("a", 2) {
+                Err(ReadError::Corruption { position, .. }) => assert_eq!(position, loc.position()),
+                other => panic!("read of the damaged event gave {other:?}"),
+            }
+        }
+        Err(OpenError::Corruption { position, .. }) => assert_eq!(position, loc.position()),
+        Err(e) => panic!("unexpected error {e}"),
+    }
+}
+
+/// Regression (engine, minor): the store never fsyncs the directory that holds `segments/`,
+/// so on a file system without ordered metadata the first open's `mkdir segments` can be lost
+/// in a power failure together with every acknowledged event in it.
+#[test]
+#[ignore = "needs engine fix: Segments::new must sync the parent directory after creating segments/ (see fuzz/README.md)"]
+fn the_segments_directory_survives_a_power_loss() {
+    for seed in 0..16 {
+        let dir = scratch_dir();
+        let sim = SimFs::new(
+            seed,
+            SimOptions {
+                volatile_mkdir: true,
+                ..SimOptions::default()
+            },
+        );
+        // The store directory exists before the store is opened; `segments/` does not.
+        sim.create_durable_dir_all(dir.path());
+        let config = Config {
+            durability: Durability::Sync,
+            invariants: InvariantMode::Off,
+            fs: sim.clone(),
+            ..Config::default()
+        };
+        let store = Store::open(dir.path(), config.clone()).unwrap();
+        store.create_session(SessionHeader::new("a", 1)).unwrap();
+        store
+            .append("a", Event::new("turn/start", 0, 1, r#"{"turn":1}"#))
+            .unwrap();
+        sim.crash();
+        drop(store);
+        let store = Store::open(dir.path(), config).unwrap();
+        assert_eq!(
+            store.len("a"),
+            Some(1),
+            "seed {seed}: an acknowledged event was lost"
+        );
+    }
+}
