@@ -48,6 +48,8 @@ struct ModelSession {
     durable: usize,
     /// True once the creation is acknowledged durable.
     created_durable: bool,
+    /// What last made events durable (for failure messages).
+    why: &'static str,
 }
 
 #[derive(Debug, Default)]
@@ -57,8 +59,11 @@ struct Model {
 }
 
 impl Model {
-    fn all_durable(&mut self) {
+    fn all_durable(&mut self, why: &'static str) {
         for s in &mut self.sessions {
+            if s.durable < s.events.len() {
+                s.why = why;
+            }
             s.durable = s.events.len();
             s.created_durable = true;
         }
@@ -454,6 +459,9 @@ impl Scenario {
                     }
                     self.tally.lost_unacked += (s.events.len() - len) as u64;
                     s.events.truncate(len);
+                    if s.durable < len {
+                        s.why = "survived a reopen";
+                    }
                     s.durable = len;
                     s.created_durable = true;
                     keep.push(s);
@@ -555,6 +563,7 @@ impl Scenario {
                 events: Vec::new(),
                 durable: 0,
                 created_durable: false,
+                why: "",
             });
             store.create_session(header)?;
             if sync {
@@ -582,9 +591,11 @@ impl Scenario {
                     // Waiting for this receipt makes it, and everything before it, durable.
                     store.wait_durable(&receipt)?;
                     self.model.sessions[i].durable = self.model.sessions[i].events.len();
+                    self.model.sessions[i].why = "wait_durable";
                 } else if receipt.durable {
                     let s = &mut self.model.sessions[i];
                     s.durable = s.events.len();
+                    s.why = "durable receipt";
                 }
             }
             65..=79 => {
@@ -607,15 +618,16 @@ impl Scenario {
                 if receipt.durable {
                     let s = &mut self.model.sessions[i];
                     s.durable = s.events.len();
+                    s.why = "durable receipt";
                 }
             }
             80..=88 => {
                 store.flush()?;
-                self.model.all_durable();
+                self.model.all_durable("flush");
             }
             89..=93 => {
                 store.checkpoint()?;
-                self.model.all_durable();
+                self.model.all_durable("checkpoint");
             }
             94..=96 => {
                 // Read something back.
@@ -643,7 +655,7 @@ impl Scenario {
                 if let Some(old) = slot.take() {
                     old.close()?;
                 }
-                self.model.all_durable();
+                self.model.all_durable("close");
                 let before = self.counts();
                 let faults_before = self.sim.stats().injected_errors;
                 let store = match self.open() {
@@ -821,7 +833,7 @@ impl Scenario {
         }
         let store = slot.take().ok_or("no store")?;
         store.close().map_err(|e| format!("final close: {e}"))?;
-        self.model.all_durable();
+        self.model.all_durable("close");
         let store = self.open().map_err(|e| format!("final open: {e}"))?;
         self.check_against_model(&store, "final")?;
         for s in &self.model.sessions {
