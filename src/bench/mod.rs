@@ -1061,9 +1061,9 @@ fn probe_fill(mb: u64, dir: Option<&Path>, args: &BenchArgs) -> BenchResult<()> 
 fn reopen_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<ReopenRow>> {
     eprintln!("reopen after a crash and index rebuild (sessionlog)");
     let sizes_mb: &[u64] = if ctx.args.quick {
-        &[2, 8]
+        &[1, 3]
     } else {
-        &[16, 64, 256]
+        &[8, 32, 128]
     };
     let mut rows = Vec::new();
     for &mb in sizes_mb {
