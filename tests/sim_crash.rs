@@ -19,7 +19,12 @@
 //!
 //! `SESSIONLOG_SIM_SCENARIOS=N` sets the number of scenarios of each test (defaults: 2000 Sync/Group,
 //! 1000 Buffered);
-//! `SESSIONLOG_SIM_SEED=S` replays one scenario. A failure prints its seed.
+//! `SESSIONLOG_SIM_SEED=S` replays one scenario (`SESSIONLOG_SIM_TRACE=1` prints each step). A
+//! failure prints its seed.
+//!
+//! The engine bugs these scenarios found are `#[ignore]`d regression tests at the end of this
+//! file (scenario families that still fail, and deterministic reproductions); `fuzz/README.md`
+//! describes each and the fix it needs.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
