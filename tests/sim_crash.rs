@@ -1203,7 +1203,6 @@ fn the_segments_directory_survives_a_power_loss() {
 /// silently lost although `close` promises they were synced. Found by
 /// `group_timer_survives_random_crashes` (seeds 10600 and 67784, timing-dependent).
 #[test]
-#[ignore = "needs engine fix: Store::shutdown must return PreviousIo when the committer is poisoned (see fuzz/README.md)"]
 fn close_reports_a_failed_background_sync() {
     let dir = scratch_dir();
     let sim = SimFs::new(9, SimOptions::default());

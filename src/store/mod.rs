@@ -1544,8 +1544,9 @@ impl Store {
         let Some(c) = self.committer.clone() else {
             return Ok(());
         };
-        if c.failure().is_some() {
-            return Ok(());
+        if let Some(failure) = c.failure() {
+            // Events staged since the failed write or sync are lost: say so.
+            return Err(AppendError::PreviousIo(failure));
         }
         let cores: Vec<(u64, Arc<Mutex<Core>>)> = lock(&self.cores)
             .iter()
