@@ -22,9 +22,9 @@
 //! `SESSIONLOG_SIM_SEED=S` replays one scenario (`SESSIONLOG_SIM_TRACE=1` prints each step). A
 //! failure prints its seed.
 //!
-//! The engine bugs these scenarios found are `#[ignore]`d regression tests at the end of this
-//! file (scenario families that still fail, and deterministic reproductions); `fuzz/README.md`
-//! describes each and the fix it needs.
+//! The engine bugs these scenarios found are regression tests at the end of this file (the
+//! scenario families that found them, and deterministic reproductions); `fuzz/README.md`
+//! describes each and its fix.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -91,7 +91,6 @@ struct Tally {
     flips_open_error: u64,
     flips_read_error: u64,
     flips_truncated: u64,
-    flips_catch_up: u64,
     index_deleted: u64,
     index_older: u64,
     index_rebuilt: u64,
@@ -113,7 +112,6 @@ impl Tally {
         self.flips_open_error += o.flips_open_error;
         self.flips_read_error += o.flips_read_error;
         self.flips_truncated += o.flips_truncated;
-        self.flips_catch_up += o.flips_catch_up;
         self.index_deleted += o.index_deleted;
         self.index_older += o.index_older;
         self.index_rebuilt += o.index_rebuilt;
@@ -154,8 +152,8 @@ const MAIN: Family = Family {
     flips: true,
 };
 
-/// Buffered mode writes several frames before syncing them; see the ignored regression test
-/// for what reordering does to it. Here its unsynced writes persist in order.
+/// Buffered mode with unsynced writes persisting in order (`buffered_survives_reordered_crashes`
+/// lets them reorder).
 const BUFFERED_IN_ORDER: Family = Family {
     options: SimOptions {
         reorder: false,
@@ -889,16 +887,6 @@ impl Scenario {
                 self.tally.flips_open_error += 1;
                 return Ok(());
             }
-            // The post-recovery replay of session state (`Store::catch_up`) reports the damaged
-            // frame only in its message, at position 0/0 (engine finding, see the ignored
-            // regression test below).
-            Err(OpenError::Corruption { position, reason })
-                if position == LogPosition::default() && reason.contains(&format!("{expect}:")) =>
-            {
-                self.tally.flips_open_error += 1;
-                self.tally.flips_catch_up += 1;
-                return Ok(());
-            }
             Err(OpenError::NotASegment { .. } | OpenError::UnsupportedFormat { .. })
                 if frame.is_none() =>
             {
@@ -1094,7 +1082,6 @@ fn buffered_survives_reordered_crashes() {
 /// after a reopen; acknowledged appends go into it; a power loss then removes its directory
 /// entry and the acknowledged events with it.
 #[test]
-#[ignore = "needs engine fix: recovery must sync_dir(segments/) when opening read-write (see fuzz/README.md)"]
 fn process_crash_then_power_loss_keeps_acknowledged_events() {
     let mut family = MAIN;
     family.restarts = true;
@@ -1107,7 +1094,6 @@ fn process_crash_then_power_loss_keeps_acknowledged_events() {
 /// (marked clean). The reopened store indexes the frame from the cache, later acknowledged
 /// frames land after it, and a power loss leaves a hole before them: the log no longer opens.
 #[test]
-#[ignore = "needs engine fix: a failed fsync must truncate the active segment to its last synced length (see fuzz/README.md)"]
 fn fsync_eio_with_cached_pages_then_power_loss() {
     let mut family = MAIN;
     family.options.eio_drops_cache = false;
@@ -1116,9 +1102,9 @@ fn fsync_eio_with_cached_pages_then_power_loss() {
 }
 
 /// Regression (engine): a bit flip in a frame behind the index watermark, in a session whose
-/// state checkpoint lags (here: the writer died before checkpointing it), makes `Store::open`
+/// state checkpoint lags (here: the writer died before checkpointing it), made `Store::open`
 /// fail in its post-recovery replay (`catch_up`) with `OpenError::Corruption` at segment 0
-/// offset 0; the damaged frame's real position appears only in the message.
+/// offset 0. Now the open succeeds, and reads report the damaged frame at its position.
 #[test]
 fn corruption_found_by_the_post_recovery_replay_names_its_frame() {
     let dir = scratch_dir();
@@ -1162,7 +1148,6 @@ fn corruption_found_by_the_post_recovery_replay_names_its_frame() {
 /// so on a file system without ordered metadata the first open's `mkdir segments` can be lost
 /// in a power failure together with every acknowledged event in it.
 #[test]
-#[ignore = "needs engine fix: Segments::new must sync the parent directory after creating segments/ (see fuzz/README.md)"]
 fn the_segments_directory_survives_a_power_loss() {
     for seed in 0..16 {
         let dir = scratch_dir();

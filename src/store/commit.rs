@@ -41,6 +41,22 @@ pub(crate) struct Active {
     pub last_frame: Option<u64>,
     /// Bytes known durable (everything before this offset was fsynced).
     pub synced_len: u64,
+    /// Set by recovery when it read this segment without syncing it: its tail (or a
+    /// truncation of it) may exist only in the page cache, so it is synced before anything
+    /// is written after it or the store moves to the next segment.
+    pub unverified: bool,
+}
+
+impl Active {
+    /// Syncs a segment recovery did not sync (see [`Active::unverified`]). No cut on
+    /// failure: the bytes were there before this process wrote anything.
+    fn verify(&mut self) -> std::io::Result<()> {
+        if self.unverified {
+            self.file.sync_data()?;
+            self.unverified = false;
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug)]
@@ -344,10 +360,11 @@ impl Committer {
                 }
             };
             if needs_roll {
-                if let Some(old) = active.take()
-                    && old.synced_len < old.len
-                {
-                    old.file.sync_data()?;
+                if let Some(mut old) = active.take() {
+                    old.verify()?;
+                    if old.synced_len < old.len {
+                        sync_or_cut(&mut old)?;
+                    }
                 }
                 let number = next_segment;
                 let file = self.segments.create(number)?;
@@ -357,6 +374,7 @@ impl Committer {
                     len: SEGMENT_HEADER_LEN,
                     last_frame: None,
                     synced_len: SEGMENT_HEADER_LEN,
+                    unverified: false,
                 });
             }
             let Some(a) = active.as_mut() else {
@@ -365,6 +383,7 @@ impl Committer {
             // At most one frame is ever unsynced: the page cache may write frames back in
             // any order, and a lost frame followed by a surviving one would read as
             // corruption instead of a torn tail.
+            a.verify()?;
             if a.synced_len < a.len {
                 sync_or_cut(a)?;
             }

@@ -341,9 +341,13 @@ impl Store {
             _lock: store_lock,
         };
         if writable {
-            store.catch_up().map_err(|e| OpenError::Corruption {
-                position: LogPosition::default(),
-                reason: format!("replaying session state after recovery failed: {e}"),
+            // Damaged sessions are reported in `catch_up_failures`; what fails here is
+            // writing the replayed state (an I/O error or a poisoned committer).
+            store.catch_up().map_err(|e| OpenError::Io {
+                path: store.dir.clone(),
+                source: std::io::Error::other(format!(
+                    "writing session state replayed after recovery failed: {e}"
+                )),
             })?;
         }
         Ok(store)

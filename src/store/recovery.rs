@@ -290,16 +290,20 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
         || report.index_rebuilt
         || report.removed_segment.is_some()
         || state.format_version.is_none();
+    // What was read may exist only in the page cache: the previous process died before
+    // syncing it, or a truncation after a failed write never reached the disk. Before the
+    // index claims scanned frames durably, the scanned segments are synced; otherwise the
+    // last segment is synced by the committer before anything is written after it (so a
+    // clean open issues no fsync).
     if writable && changed {
-        flush_rows(&mut batch, &mut dirty, &registry);
-        // The log is durable up to `end` (it was on disk when scanned; make sure of it).
-        if let Some(&n) = numbers.last() {
+        for &n in numbers.iter().filter(|&&n| n >= from.segment) {
             let path = segments.path(n);
             segments
                 .file(n)
                 .and_then(|f| f.sync_data())
                 .map_err(io(path))?;
         }
+        flush_rows(&mut batch, &mut dirty, &registry);
         index.commit(&batch, running, true)?;
     }
 
@@ -322,9 +326,10 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
                 } else {
                     None
                 },
-                // Durable: either synced above, or covered by a durable index watermark
-                // (which is only ever committed after the log it covers was synced).
+                // Durable once synced: above when recovery changed anything, else by the
+                // committer before its first write (`unverified`).
                 synced_len: len,
+                unverified: !changed,
             })
         }
         _ => None,
