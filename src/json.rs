@@ -243,7 +243,7 @@ impl KindStack {
 }
 
 #[inline]
-fn skip_ws(b: &[u8], mut pos: usize) -> usize {
+pub(crate) fn skip_ws(b: &[u8], mut pos: usize) -> usize {
     while let Some(&c) = b.get(pos) {
         if c == b' ' || c == b'\n' || c == b'\r' || c == b'\t' {
             pos += 1;
@@ -1957,7 +1957,7 @@ fn skip_value_valid(b: &[u8], pos: usize) -> usize {
 }
 
 /// Members of the (validated) object starting at `pos`, in source order.
-fn members_valid(text: &str, pos: usize) -> Vec<RawMember<'_>> {
+pub(crate) fn members_valid(text: &str, pos: usize) -> Vec<RawMember<'_>> {
     let b = text.as_bytes();
     let mut out = Vec::new();
     let mut i = skip_ws(b, pos + 1);

@@ -104,27 +104,69 @@ impl FrameHeader {
 /// Encodes `raw` (a sequence of records) as one frame, compressing it with zstd when it is at
 /// least `compress_threshold` bytes and compression makes it smaller.
 pub fn encode(raw: &[u8], compress_threshold: usize, zstd_level: i32) -> Vec<u8> {
-    let compressed = if raw.len() >= compress_threshold {
-        zstd::bulk::compress(raw, zstd_level)
-            .ok()
-            .filter(|c| c.len() < raw.len())
-    } else {
-        None
-    };
-    let (flags, payload): (u8, &[u8]) = match &compressed {
-        Some(c) => (FLAG_ZSTD, c),
-        None => (0, raw),
-    };
-    let mut out = Vec::with_capacity(FRAME_HEADER_LEN + payload.len());
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&[0; 4]);
-    out.push(flags);
-    out.extend_from_slice(&[0; 3]);
-    out.extend_from_slice(&(raw.len() as u32).to_le_bytes());
-    out.extend_from_slice(payload);
-    let crc = crc32fast::hash(&out[8..]);
-    out[4..8].copy_from_slice(&crc.to_le_bytes());
-    out
+    Encoder::new(zstd_level).encode(raw, compress_threshold)
+}
+
+/// A frame encoder that keeps its zstd compression context between frames (creating one per
+/// frame costs more than compressing a small frame). The store's committer holds one.
+#[derive(Default)]
+pub struct Encoder {
+    level: i32,
+    context: Option<zstd::bulk::Compressor<'static>>,
+}
+
+impl std::fmt::Debug for Encoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Encoder")
+            .field("level", &self.level)
+            .finish()
+    }
+}
+
+impl Encoder {
+    /// An encoder compressing at `zstd_level`.
+    pub fn new(zstd_level: i32) -> Self {
+        Encoder {
+            level: zstd_level,
+            context: None,
+        }
+    }
+
+    /// Encodes `raw` as [`encode`] does, reusing the compression context.
+    pub fn encode(&mut self, raw: &[u8], compress_threshold: usize) -> Vec<u8> {
+        let compressed = if raw.len() >= compress_threshold {
+            self.compress(raw).filter(|c| c.len() < raw.len())
+        } else {
+            None
+        };
+        let (flags, payload): (u8, &[u8]) = match &compressed {
+            Some(c) => (FLAG_ZSTD, c),
+            None => (0, raw),
+        };
+        let mut out = Vec::with_capacity(FRAME_HEADER_LEN + payload.len());
+        out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        out.extend_from_slice(&[0; 4]);
+        out.push(flags);
+        out.extend_from_slice(&[0; 3]);
+        out.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+        out.extend_from_slice(payload);
+        let crc = crc32fast::hash(&out[8..]);
+        out[4..8].copy_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// Compresses with the kept context (created on first use; dropped after a failure, so
+    /// a context in an unknown state is never reused). `None` stores the frame raw.
+    fn compress(&mut self, raw: &[u8]) -> Option<Vec<u8>> {
+        if self.context.is_none() {
+            self.context = zstd::bulk::Compressor::new(self.level).ok();
+        }
+        let result = self.context.as_mut()?.compress(raw);
+        if result.is_err() {
+            self.context = None;
+        }
+        result.ok()
+    }
 }
 
 /// Checks a whole frame (`bytes` starts at the header and holds at least the full frame) and
@@ -161,7 +203,7 @@ pub fn decode_payload(header: &FrameHeader, covered: &[u8]) -> Result<Vec<u8>, D
     if header.flags & FLAG_ZSTD == 0 {
         return Ok(stored.to_vec());
     }
-    let raw = zstd::bulk::decompress(stored, header.raw_len as usize)
+    let raw = decompress(stored, header.raw_len as usize)
         .map_err(|e| DecodeError::Compression(e.to_string()))?;
     if raw.len() != header.raw_len as usize {
         return Err(DecodeError::Compression(format!(
@@ -171,6 +213,34 @@ pub fn decode_payload(header: &FrameHeader, covered: &[u8]) -> Result<Vec<u8>, D
         )));
     }
     Ok(raw)
+}
+
+thread_local! {
+    /// Each reading thread keeps one zstd decompression context (~100 KiB) instead of
+    /// creating one per frame.
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Decompresses one zstd frame into at most `capacity` bytes (the buffer is sized by the
+/// smaller of `capacity` and the frame's recorded content size, as `zstd::bulk::decompress`).
+fn decompress(stored: &[u8], capacity: usize) -> std::io::Result<Vec<u8>> {
+    DECOMPRESSOR.with(|cell| {
+        let Ok(mut slot) = cell.try_borrow_mut() else {
+            return zstd::bulk::decompress(stored, capacity);
+        };
+        if slot.is_none() {
+            *slot = Some(zstd::bulk::Decompressor::new()?);
+        }
+        let Some(context) = slot.as_mut() else {
+            return zstd::bulk::decompress(stored, capacity);
+        };
+        let result = context.decompress(stored, capacity);
+        if result.is_err() {
+            *slot = None;
+        }
+        result
+    })
 }
 
 #[cfg(test)]

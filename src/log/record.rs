@@ -67,6 +67,49 @@ pub struct EventRecord {
     pub layout: Layout,
 }
 
+/// `Record::Event` borrowing its event (serialises exactly as the owned variant).
+struct EventRecordRef<'a> {
+    session: u64,
+    event: &'a Event,
+}
+
+/// [`EventRecord`]'s fields, borrowed, in the same order.
+#[derive(Serialize)]
+struct EventFieldsRef<'a> {
+    seq: Seq,
+    time: i64,
+    kind: &'a str,
+    data: &'a str,
+    source_event_seqs: &'a Option<Vec<Seq>>,
+    surface_op: &'a Option<SurfaceOp>,
+    ignorable: bool,
+    layout: &'a Layout,
+}
+
+impl Serialize for EventRecordRef<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStructVariant;
+        let e = self.event;
+        // Variant 1 of `Record` (see its declaration order).
+        let mut v = serializer.serialize_struct_variant("Record", 1, "Event", 2)?;
+        v.serialize_field("session", &self.session)?;
+        v.serialize_field(
+            "event",
+            &EventFieldsRef {
+                seq: e.seq,
+                time: e.time,
+                kind: &e.kind,
+                data: &e.data,
+                source_event_seqs: &e.source_event_seqs,
+                surface_op: &e.surface_op,
+                ignorable: e.ignorable,
+                layout: &e.layout,
+            },
+        )?;
+        v.end()
+    }
+}
+
 impl From<Event> for EventRecord {
     fn from(e: Event) -> Self {
         EventRecord {
@@ -105,6 +148,13 @@ impl Record {
         Ok(())
     }
 
+    /// The encoding of `Record::Event { session, event }`, without copying the event first:
+    /// the same bytes as [`Record::encode_into`] on the owned record.
+    pub fn encode_event(session: u64, event: &Event) -> Result<Vec<u8>, DecodeError> {
+        postcard::to_allocvec(&EventRecordRef { session, event })
+            .map_err(|e| DecodeError::Record(e.to_string()))
+    }
+
     /// Decodes one record from the front of `bytes`, returning it and the rest.
     pub fn decode(bytes: &[u8]) -> Result<(Record, &[u8]), DecodeError> {
         postcard::take_from_bytes(bytes).map_err(|e| DecodeError::Record(e.to_string()))
@@ -121,5 +171,37 @@ impl Record {
             bytes = rest;
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{EnvelopeKey, KeyOrder, Packing};
+
+    #[test]
+    fn borrowed_event_encoding_matches_the_owned_record() {
+        let mut events = vec![
+            Event::new("assistant/chunk", 7, 1_700_000_000_000, r#"{"a":"\u00e9"}"#),
+            Event::new("user/message", u64::MAX >> 11, -5, "{}"),
+        ];
+        let mut e = Event::new("tool/result", 3, 0, r#"{"x":[1,2.5,null]}"#);
+        e.source_event_seqs = Some(vec![0, 1, 2]);
+        e.surface_op = Some(SurfaceOp::Append);
+        e.ignorable = true;
+        e.layout.key_order = KeyOrder::Custom(vec![EnvelopeKey::Data, EnvelopeKey::Seq]);
+        e.layout.packing = Packing::RowStart;
+        e.layout.batch_start = true;
+        events.push(e);
+        for event in events {
+            let mut owned = Vec::new();
+            Record::Event {
+                session: 42,
+                event: EventRecord::from(event.clone()),
+            }
+            .encode_into(&mut owned)
+            .unwrap();
+            assert_eq!(Record::encode_event(42, &event).unwrap(), owned);
+        }
     }
 }

@@ -82,6 +82,36 @@ pub(crate) fn parse_data(text: &str) -> Option<JsVal> {
     parse(text, &JsonLimits::default()).ok().map(JsVal::Json)
 }
 
+/// [`parse_data`] keeping only the members on `paths` (object keys, outermost first): every
+/// other member of an object on the way is skipped without being parsed, so reading one small
+/// field of a large payload (the `callId` of a 50 KB `tool/result`) costs a scan, not a tree.
+/// A value at the end of a path, or a non-object on the way, is parsed whole. Reading the
+/// paths with [`prop`] gives what it gives on the full parse. `text` must be valid JSON (the
+/// store validated it on append); otherwise the result is unspecified but never a panic.
+pub(crate) fn parse_data_paths(text: &str, paths: &[&[&str]]) -> Option<JsVal> {
+    parse_pruned(text, paths, 0).map(JsVal::Json)
+}
+
+fn parse_pruned(text: &str, paths: &[&[&str]], depth: usize) -> Option<JsonValue> {
+    let start = crate::json::skip_ws(text.as_bytes(), 0);
+    let whole = paths.is_empty() || paths.iter().any(|p| p.is_empty());
+    if whole || depth > 8 || text.as_bytes().get(start) != Some(&b'{') {
+        return parse(text, &JsonLimits::default()).ok();
+    }
+    let mut entries = Vec::new();
+    for member in crate::json::members_valid(text, start) {
+        let rest: Vec<&[&str]> = paths
+            .iter()
+            .filter(|p| p.first().is_some_and(|k| member.key == *k))
+            .map(|p| &p[1..])
+            .collect();
+        if !rest.is_empty() {
+            entries.push((member.key, parse_pruned(member.value, &rest, depth + 1)?));
+        }
+    }
+    Some(JsonValue::Object(js_object(entries)))
+}
+
 /// JavaScript `ToPropertyKey(value)` for a value that is used as an object key
 /// (`obj[value]`): strings as they are, numbers printed as `Number::toString`, `true`,
 /// `false`, `null`, `undefined`, objects as `[object Object]`, arrays as `Array.prototype.join`
@@ -149,6 +179,61 @@ mod tests {
 
     fn jv(text: &str) -> JsVal {
         parse_data(text).unwrap()
+    }
+
+    /// `prop` along a path, as the folds chain it.
+    fn walk(v: &JsVal, path: &[&str]) -> Result<JsVal, Throws> {
+        let mut cur = v.clone();
+        for k in path {
+            cur = prop(&cur, k)?;
+        }
+        Ok(cur)
+    }
+
+    #[test]
+    fn pruned_parse_reads_its_paths_as_the_full_parse_does() {
+        let texts = [
+            r#"{"message":{"role":"tool","content":[{"type":"text","text":"x\"}"}],"source":{"callId":"c1","n":[1,{"a":2}]}}}"#,
+            r#"{"callId":"c2","content":"legacy","isError":false}"#,
+            r#"{"message":null,"callId":3}"#,
+            r#"{"message":"text","callId":3}"#,
+            r#"{"message":{"source":null}}"#,
+            r#"{"message":{"source":{"callId":1},"source":{"callId":2}}}"#,
+            r#" { "turn" : 1.50 , "step":2,"usage":{"outputTokens":7},"turn":1e2 } "#,
+            r#"{"chunk":{"type":"text-delta","text":"hi"},"turn":1,"step":1}"#,
+            r#"[1,2,{"turn":1}]"#,
+            r#""just a string""#,
+            r#"{}"#,
+            r#"{"turn":5,"a\"b":{"turn":9}}"#,
+        ];
+        let paths: &[&[&str]] = &[
+            &["message", "source", "callId"],
+            &["message", "source"],
+            &["callId"],
+            &["content"],
+            &["isError"],
+            &["turn"],
+            &["step"],
+            &["usage", "outputTokens"],
+            &["chunk", "type"],
+        ];
+        let wanted: Vec<&[&str]> = vec![
+            &["message", "source"],
+            &["callId"],
+            &["content"],
+            &["isError"],
+            &["turn"],
+            &["step"],
+            &["usage"],
+            &["chunk"],
+        ];
+        for text in texts {
+            let full = parse_data(text).unwrap();
+            let pruned = parse_data_paths(text, &wanted).unwrap();
+            for path in paths {
+                assert_eq!(walk(&full, path), walk(&pruned, path), "{text} {path:?}");
+            }
+        }
     }
 
     #[test]

@@ -23,7 +23,7 @@
 //! - Anything else, and any event on which dsh's fold would throw (a property read on `null`,
 //!   e.g. `data: null`), changes nothing.
 
-use super::js::{JsVal, Throws, parse_data, prop, property_key, push_number};
+use super::js::{JsVal, Throws, parse_data_paths, prop, property_key, push_number};
 use super::{DecodeError, Fold};
 use crate::event::Event;
 use crate::json::{JsString, JsonLimits, JsonValue, parse, write_js_js_string, write_json};
@@ -138,10 +138,10 @@ impl SessionStats {
 
     fn try_apply(&mut self, event: &Event) -> Result<bool, Throws> {
         let time = event.time as f64;
-        let data = || parse_data(&event.data).ok_or(Throws);
+        let data = |paths: &[&[&str]]| parse_data_paths(&event.data, paths).ok_or(Throws);
         match event.kind.as_str() {
             "step/start" => {
-                let d = data()?;
+                let d = data(&[&["turn"], &["step"]])?;
                 let (turn, step) = (prop(&d, "turn")?, prop(&d, "step")?);
                 self.open_step = Some(OpenStep {
                     turn,
@@ -157,7 +157,7 @@ impl SessionStats {
                     Some(open) if open.first_token_time.is_none() => {}
                     _ => return Ok(false),
                 }
-                let d = data()?;
+                let d = data(&[&["turn"], &["step"], &["chunk"]])?;
                 if !self.open_step_matches(&d)? || !is_token_delta(&prop(&d, "chunk")?)? {
                     return Ok(false);
                 }
@@ -170,7 +170,7 @@ impl SessionStats {
                 if self.open_step.is_none() {
                     return Ok(false);
                 }
-                let d = data()?;
+                let d = data(&[&["turn"], &["step"], &["usage"]])?;
                 if !self.open_step_matches(&d)? {
                     return Ok(false);
                 }
@@ -195,7 +195,7 @@ impl SessionStats {
                 Ok(true)
             }
             "tool/call" => {
-                let d = data()?;
+                let d = data(&[&["callId"]])?;
                 let key = property_key(&prop(&d, "callId")?);
                 match self.pending_calls.iter_mut().find(|(k, _)| *k == key) {
                     Some(slot) => slot.1 = time,
@@ -207,7 +207,12 @@ impl SessionStats {
                 if self.pending_calls.is_empty() {
                     return Ok(false);
                 }
-                let d = data()?;
+                let d = data(&[
+                    &["message", "source"],
+                    &["callId"],
+                    &["content"],
+                    &["isError"],
+                ])?;
                 let key = property_key(&result_call_id(&d)?);
                 let Some(i) = self.pending_calls.iter().position(|(k, _)| *k == key) else {
                     return Ok(false);
@@ -217,7 +222,7 @@ impl SessionStats {
                 Ok(true)
             }
             "step/end" => {
-                let d = data()?;
+                let d = data(&[&["turn"]])?;
                 let turn = prop(&d, "turn")?;
                 self.steps += 1.0;
                 if !self.last_turn.strict_eq(&turn) {

@@ -9,29 +9,30 @@
 //! legacy conversion build new JSON). Nodes live in a flat arena, so parsing and dropping
 //! are iterative: nesting depth is limited only by memory.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 /// A JavaScript string: UTF-8 when it is valid Unicode, UTF-16 code units otherwise.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) enum JsStr {
-    /// Valid Unicode.
-    Utf8(String),
+pub(crate) enum JsStr<'t> {
+    /// Valid Unicode (borrowed from the text when it has no escapes).
+    Utf8(Cow<'t, str>),
     /// Contains at least one lone surrogate.
     Wtf16(Vec<u16>),
 }
 
-impl JsStr {
+impl JsStr<'_> {
     /// The string with lone surrogates replaced by U+FFFD (for messages only).
     pub(crate) fn lossy(&self) -> String {
         match self {
-            JsStr::Utf8(s) => s.clone(),
+            JsStr::Utf8(s) => s.to_string(),
             JsStr::Wtf16(units) => String::from_utf16_lossy(units),
         }
     }
 
     /// True when equal to the Rust string `s`.
     pub(crate) fn eq_str(&self, s: &str) -> bool {
-        matches!(self, JsStr::Utf8(own) if own == s)
+        matches!(self, JsStr::Utf8(own) if own.as_ref() == s)
     }
 
     /// Valid-Unicode view, if any.
@@ -120,6 +121,10 @@ pub(crate) fn js_number(n: f64) -> String {
     if n == 0.0 {
         return "0".to_string();
     }
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        // An integer below 1e21 prints as its digits; i64 covers this range exactly.
+        return (n as i64).to_string();
+    }
     let mut buf = ryu_js::Buffer::new();
     buf.format(n).to_string()
 }
@@ -144,28 +149,28 @@ pub(crate) fn is_index_key(key: &str) -> Option<u32> {
 }
 
 #[derive(Debug, Clone)]
-enum Payload {
+enum Payload<'t> {
     Null,
     Bool(bool),
     Num(f64),
-    Str(JsStr),
+    Str(JsStr<'t>),
     Arr(Vec<usize>),
     /// Members in JavaScript own-property order (index keys first), duplicates merged.
-    Obj(Vec<(JsStr, usize)>),
+    Obj(Vec<(JsStr<'t>, usize)>),
 }
 
 #[derive(Debug, Clone)]
-struct NodeData {
+struct NodeData<'t> {
     start: usize,
     end: usize,
-    payload: Payload,
+    payload: Payload<'t>,
 }
 
 /// A parsed JSON text.
 #[derive(Debug, Clone)]
 pub(crate) struct Doc<'t> {
     text: &'t str,
-    nodes: Vec<NodeData>,
+    nodes: Vec<NodeData<'t>>,
 }
 
 /// A handle on one value of a [`Doc`].
@@ -230,7 +235,7 @@ impl<'t> Doc<'t> {
 }
 
 impl<'d, 't> N<'d, 't> {
-    fn data(&self) -> &'d NodeData {
+    fn data(&self) -> &'d NodeData<'t> {
         &self.doc.nodes[self.id]
     }
 
@@ -263,7 +268,7 @@ impl<'d, 't> N<'d, 't> {
     }
 
     /// Object members in JavaScript own-property order.
-    pub(crate) fn entries(&self) -> Vec<(&'d JsStr, N<'d, 't>)> {
+    pub(crate) fn entries(&self) -> Vec<(&'d JsStr<'t>, N<'d, 't>)> {
         match &self.data().payload {
             Payload::Obj(members) => members
                 .iter()
@@ -338,7 +343,7 @@ impl<'d, 't> N<'d, 't> {
     }
 
     /// The string, if this is one.
-    pub(crate) fn as_js_str(&self) -> Option<&'d JsStr> {
+    pub(crate) fn as_js_str(&self) -> Option<&'d JsStr<'t>> {
         match &self.data().payload {
             Payload::Str(s) => Some(s),
             _ => None,
@@ -482,13 +487,13 @@ struct Parser<'t> {
     text: &'t str,
     bytes: &'t [u8],
     pos: usize,
-    nodes: Vec<NodeData>,
+    nodes: Vec<NodeData<'t>>,
     lossless: bool,
 }
 
-enum Frame {
+enum Frame<'t> {
     Arr(usize, Vec<usize>),
-    Obj(usize, Vec<(JsStr, usize)>, Option<JsStr>),
+    Obj(usize, Vec<(JsStr<'t>, usize)>, Option<JsStr<'t>>),
 }
 
 impl<'t> Parser<'t> {
@@ -509,7 +514,7 @@ impl<'t> Parser<'t> {
         }
     }
 
-    fn push(&mut self, start: usize, payload: Payload) -> usize {
+    fn push(&mut self, start: usize, payload: Payload<'t>) -> usize {
         self.nodes.push(NodeData {
             start,
             end: self.pos,
@@ -519,7 +524,7 @@ impl<'t> Parser<'t> {
     }
 
     fn run(mut self) -> Result<Doc<'t>, JsonDefect> {
-        let mut stack: Vec<Frame> = Vec::new();
+        let mut stack: Vec<Frame<'t>> = Vec::new();
         // Reserve the root slot so the root is node 0.
         self.nodes.push(NodeData {
             start: 0,
@@ -605,7 +610,7 @@ impl<'t> Parser<'t> {
                         }
                     }
                     Some(Frame::Obj(_, members, pending)) => {
-                        let key = pending.take().unwrap_or(JsStr::Utf8(String::new()));
+                        let key = pending.take().unwrap_or(JsStr::Utf8(Cow::Borrowed("")));
                         insert_member(members, key, done);
                         self.ws();
                         match self.bytes.get(self.pos) {
@@ -645,7 +650,7 @@ impl<'t> Parser<'t> {
         }
     }
 
-    fn key(&mut self) -> Result<JsStr, JsonDefect> {
+    fn key(&mut self) -> Result<JsStr<'t>, JsonDefect> {
         self.ws();
         if self.bytes.get(self.pos) != Some(&b'"') {
             return self.err("expected string key");
@@ -745,9 +750,23 @@ impl<'t> Parser<'t> {
         Ok(v)
     }
 
-    fn string(&mut self) -> Result<JsStr, JsonDefect> {
+    fn string(&mut self) -> Result<JsStr<'t>, JsonDefect> {
         // Opening quote.
         self.pos += 1;
+        // Fast path: no escape before the closing quote, so the text itself is the string.
+        let start = self.pos;
+        let mut end = start;
+        while let Some(&c) = self.bytes.get(end) {
+            if c == b'"' || c == b'\\' || c < 0x20 {
+                break;
+            }
+            end += 1;
+        }
+        if self.bytes.get(end) == Some(&b'"') {
+            self.pos = end + 1;
+            let text: &'t str = self.text;
+            return Ok(JsStr::Utf8(Cow::Borrowed(&text[start..end])));
+        }
         let mut units: Vec<u16> = Vec::new();
         let mut plain = String::new();
         let mut lone = false;
@@ -831,18 +850,18 @@ impl<'t> Parser<'t> {
             // A high+low pair written as two escapes after a lone one stays paired in
             // UTF-16; decide validity on the whole unit sequence.
             match String::from_utf16(&units) {
-                Ok(s) => Ok(JsStr::Utf8(s)),
+                Ok(s) => Ok(JsStr::Utf8(Cow::Owned(s))),
                 Err(_) => Ok(JsStr::Wtf16(units)),
             }
         } else {
-            Ok(JsStr::Utf8(plain))
+            Ok(JsStr::Utf8(Cow::Owned(plain)))
         }
     }
 }
 
 /// Inserts with `JSON.parse` semantics: a repeated key keeps its first position and takes
 /// the last value.
-fn insert_member(members: &mut Vec<(JsStr, usize)>, key: JsStr, value: usize) {
+fn insert_member<'t>(members: &mut Vec<(JsStr<'t>, usize)>, key: JsStr<'t>, value: usize) {
     if let Some(slot) = members.iter_mut().find(|(k, _)| *k == key) {
         slot.1 = value;
     } else {
@@ -852,7 +871,7 @@ fn insert_member(members: &mut Vec<(JsStr, usize)>, key: JsStr, value: usize) {
 
 /// Orders members as JavaScript own properties: index keys ascending, then the rest in
 /// insertion order.
-fn order_members(members: Vec<(JsStr, usize)>) -> Vec<(JsStr, usize)> {
+fn order_members<'t>(members: Vec<(JsStr<'t>, usize)>) -> Vec<(JsStr<'t>, usize)> {
     if !members
         .iter()
         .any(|(k, _)| k.as_str().and_then(is_index_key).is_some())
@@ -896,7 +915,7 @@ impl ObjWriter {
     pub(crate) fn spread(&mut self, obj: &N<'_, '_>, skip: &[&str]) {
         for (k, v) in obj.entries() {
             let key = match k {
-                JsStr::Utf8(s) => s.clone(),
+                JsStr::Utf8(s) => s.to_string(),
                 JsStr::Wtf16(_) => k.lossy(),
             };
             if skip.contains(&key.as_str()) {

@@ -122,8 +122,13 @@ pub enum SeedError {
 /// How a candidate is checked: a live append or a seed element.
 #[derive(Clone, Copy)]
 enum Mode {
-    Append,
-    Seed { index: u64 },
+    /// `prevalidated`: the caller already ran the lossless-JSON check on `data`.
+    Append {
+        prevalidated: bool,
+    },
+    Seed {
+        index: u64,
+    },
 }
 
 enum CoreError {
@@ -227,7 +232,28 @@ impl SessionState {
         event: &Event,
         lookup: &dyn EventLookup,
     ) -> Result<AppendPlan, AppendError> {
-        match self.plan_core(event, &RawDefects::default(), lookup, Mode::Append) {
+        self.plan_append_checked(event, lookup, false)
+    }
+
+    /// [`SessionState::plan_append`] for a caller that already checked `event.data` with
+    /// [`crate::json::validate`] (which refuses everything the lossless boundary refuses), so
+    /// the text is parsed once instead of validated twice.
+    pub(crate) fn plan_append_prevalidated(
+        &self,
+        event: &Event,
+        lookup: &dyn EventLookup,
+    ) -> Result<AppendPlan, AppendError> {
+        self.plan_append_checked(event, lookup, true)
+    }
+
+    fn plan_append_checked(
+        &self,
+        event: &Event,
+        lookup: &dyn EventLookup,
+        prevalidated: bool,
+    ) -> Result<AppendPlan, AppendError> {
+        let mode = Mode::Append { prevalidated };
+        match self.plan_core(event, &RawDefects::default(), lookup, mode) {
             Ok(plan) => Ok(plan),
             Err(CoreError::Append(e)) => Err(e),
             Err(CoreError::Seed(_)) => Err(AppendError::Envelope {
@@ -267,11 +293,11 @@ impl SessionState {
         let seq = event.seq;
         let kind = event.kind.as_str();
         let shape_err = |e: ShapeError| match mode {
-            Mode::Append => CoreError::Append(AppendError::Shape { seq, source: e }),
+            Mode::Append { .. } => CoreError::Append(AppendError::Shape { seq, source: e }),
             Mode::Seed { .. } => CoreError::Seed(SeedError::Shape(e)),
         };
         let (at_index, typed_subject) = match mode {
-            Mode::Append => (
+            Mode::Append { .. } => (
                 Subject::Append { kind: kind.into() },
                 Subject::Append { kind: kind.into() },
             ),
@@ -284,7 +310,7 @@ impl SessionState {
             ),
         };
         // Envelope ranges (append) / lossless + envelope (seed).
-        if let Mode::Append = mode
+        if let Mode::Append { .. } = mode
             && let Err(detail) = shape::envelope_ranges_ok(event)
         {
             return Err(CoreError::Append(AppendError::Envelope {
@@ -294,14 +320,19 @@ impl SessionState {
             }));
         }
         let parsed = match mode {
-            Mode::Append => shape::parse_data_lossless(&event.data),
+            Mode::Append { prevalidated: true } => {
+                super::jv::Doc::parse_lossless(&event.data).map_err(|e| e.to_string())
+            }
+            Mode::Append {
+                prevalidated: false,
+            } => shape::parse_data_lossless(&event.data),
             Mode::Seed { .. } => shape::parse_data_restore(&event.data),
         };
         let doc = match parsed {
             Ok(doc) => doc,
             Err(defect) => {
                 return Err(shape_err(match mode {
-                    Mode::Append => ShapeError::NonJsonData {
+                    Mode::Append { .. } => ShapeError::NonJsonData {
                         subject: at_index,
                         detail: defect.clone(),
                     },
@@ -325,7 +356,7 @@ impl SessionState {
         }
         shape::check_llm_shape(kind, data, &typed_subject).map_err(shape_err)?;
         shape::check_receipts_and_legacy(kind, data, &at_index).map_err(shape_err)?;
-        if let Mode::Append = mode {
+        if let Mode::Append { .. } = mode {
             // What dsh's loader refuses or rewrites must not be stored (decisions.md).
             if kind == "mode/set" || kind == "steering/message" {
                 return Err(shape_err(ShapeError::LegacyType {
@@ -354,14 +385,16 @@ impl SessionState {
         let surface =
             plan_surface(&self.surface, event, self.next_seq, defects, lookup).map_err(|e| {
                 match mode {
-                    Mode::Append => CoreError::Append(AppendError::Surface { seq, source: e }),
+                    Mode::Append { .. } => {
+                        CoreError::Append(AppendError::Surface { seq, source: e })
+                    }
                     Mode::Seed { index } => {
                         CoreError::Seed(SeedError::Surface { index, source: e })
                     }
                 }
             })?;
         let (trace, violation) = self.trace.check_parsed(event, Some(data));
-        if let (Mode::Append, Some(v)) = (mode, &violation)
+        if let (Mode::Append { .. }, Some(v)) = (mode, &violation)
             && self.invariants.enforced()
         {
             return Err(CoreError::Append(AppendError::Invariant {

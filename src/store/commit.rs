@@ -120,6 +120,12 @@ pub(crate) struct Committer {
     segments: Arc<Segments>,
     index: Arc<Index>,
     config: CommitConfig,
+    /// The leader's frame encoder (only the leader uses it, so the lock is uncontended).
+    encoder: Mutex<frame::Encoder>,
+}
+
+fn lock_encoder(m: &Mutex<frame::Encoder>) -> MutexGuard<'_, frame::Encoder> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// How far a make-durable request must go.
@@ -160,6 +166,7 @@ impl Committer {
             cond: Condvar::new(),
             segments,
             index,
+            encoder: Mutex::new(frame::Encoder::new(config.zstd_level)),
             config,
         }
     }
@@ -347,11 +354,8 @@ impl Committer {
     ) -> Result<(u64, bool), AppendError> {
         let mut written = 0u64;
         if !staged.raw.is_empty() {
-            let bytes = frame::encode(
-                &staged.raw,
-                self.config.compress_threshold,
-                self.config.zstd_level,
-            );
+            let bytes =
+                lock_encoder(&self.encoder).encode(&staged.raw, self.config.compress_threshold);
             let needs_roll = match active {
                 None => true,
                 Some(a) => {

@@ -679,15 +679,13 @@ impl Store {
                 number,
                 batch: &planned,
             };
+            // `validate_event` ran the lossless-JSON check with the store's limits.
             let plan = state
-                .plan_append(&event, &lookup)
+                .plan_append_prevalidated(&event, &lookup)
                 .map_err(|e| semantics(expected, e.to_string()))?;
             if !batched {
                 // A single event: encode before applying, so an encoding error changes nothing.
-                records.push(encode(&Record::Event {
-                    session: number,
-                    event: EventRecord::from(event.clone()),
-                })?);
+                records.push(encode_event(number, &event)?);
             }
             let applied = state
                 .apply(plan)
@@ -697,10 +695,7 @@ impl Store {
             }
             checkpoint_due |= event.kind == "turn/end";
             if batched {
-                records.push(encode(&Record::Event {
-                    session: number,
-                    event: EventRecord::from(event.clone()),
-                })?);
+                records.push(encode_event(number, &event)?);
             }
             planned.push(event);
         }
@@ -1607,6 +1602,11 @@ const IMPORT_FRAME_BYTES: usize = 8 << 20;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn encode_event(session: u64, event: &Event) -> Result<Vec<u8>, AppendError> {
+    Record::encode_event(session, event)
+        .map_err(|e| AppendError::Io(std::io::Error::other(e.to_string())))
 }
 
 pub(crate) fn encode(record: &Record) -> Result<Vec<u8>, AppendError> {
