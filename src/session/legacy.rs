@@ -98,6 +98,19 @@ pub fn convert_event(
     event: &Event,
     target_id: &dyn Fn(Seq) -> Option<String>,
 ) -> Result<Option<Event>, LegacyError> {
+    // Only these types have older shapes; the rest (most of a log: chunks, steps, tool
+    // calls) pass unchanged without being parsed.
+    if !matches!(
+        event.kind.as_str(),
+        "turn/start"
+            | "turn/end"
+            | "steering/message"
+            | "user/message"
+            | "assistant/message"
+            | "tool/result"
+    ) {
+        return Ok(None);
+    }
     let Ok(doc) = Doc::parse(&event.data) else {
         return Ok(None);
     };

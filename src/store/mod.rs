@@ -930,7 +930,8 @@ impl Store {
                 number,
                 batch: &[],
             };
-            let events = (from..len).map(|seq| match lookup.event_at(seq) {
+            let mut cache = FrameCache::default();
+            let events = (from..len).map(|seq| match lookup.event_at_cached(seq, &mut cache) {
                 Ok(Some(e)) => Ok(e.into_owned()),
                 Ok(None) => Err(ReadError::NoSuchSession(format!("#{number} seq {seq}"))),
                 Err(e) => Err(ReadError::Corruption {
@@ -1677,6 +1678,18 @@ pub(crate) struct StoreLookup<'a> {
 
 impl EventLookup for StoreLookup<'_> {
     fn event_at(&self, seq: Seq) -> Result<Option<std::borrow::Cow<'_, Event>>, LookupError> {
+        self.event_at_cached(seq, &mut FrameCache::default())
+    }
+}
+
+impl StoreLookup<'_> {
+    /// [`EventLookup::event_at`] reading through `cache`, so a caller walking seqs in order
+    /// decodes each frame once.
+    pub(crate) fn event_at_cached(
+        &self,
+        seq: Seq,
+        cache: &mut FrameCache,
+    ) -> Result<Option<std::borrow::Cow<'_, Event>>, LookupError> {
         if let Some(e) = self.batch.iter().find(|e| e.seq == seq) {
             return Ok(Some(std::borrow::Cow::Borrowed(e)));
         }
@@ -1690,7 +1703,7 @@ impl EventLookup for StoreLookup<'_> {
         }
         let event = self
             .store
-            .read_resolved(self.number, seq, &mut FrameCache::default())
+            .read_resolved(self.number, seq, cache)
             .map_err(|e| LookupError {
                 seq,
                 message: e.to_string(),
