@@ -151,7 +151,9 @@ impl Record {
     /// The encoding of `Record::Event { session, event }`, without copying the event first:
     /// the same bytes as [`Record::encode_into`] on the owned record.
     pub fn encode_event(session: u64, event: &Event) -> Result<Vec<u8>, DecodeError> {
-        postcard::to_allocvec(&EventRecordRef { session, event })
+        // Sized for the strings plus the varints around them, so the buffer never regrows.
+        let capacity = event.data.len() + event.kind.len() + 64;
+        postcard::to_extend(&EventRecordRef { session, event }, Vec::with_capacity(capacity))
             .map_err(|e| DecodeError::Record(e.to_string()))
     }
 
