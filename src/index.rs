@@ -2,14 +2,14 @@
 //!
 //! Tables (byte layouts in `format-spec.md`):
 //!
-//! | table            | key                              | value                                   |
-//! |------------------|----------------------------------|-----------------------------------------|
-//! | `meta`           | `&str` name                      | bytes (format version, watermark, ...)  |
-//! | `sessions`       | `&str` session id                | [`SessionRow`] (fixed fields + header)  |
-//! | `session_ids`    | `u64` session number             | `&str` session id                       |
-//! | `events`         | `[u8;16]` session BE ‖ first seq BE | [`Run`] (28 bytes)                   |
-//! | `surface`        | `[u8;16]` session BE ‖ seq BE    | prev ‖ next (u64 LE each, MAX = none)   |
-//! | `session_state`  | `u64` session number             | covered seq u64 LE ‖ postcard state     |
+//! | table            | key                                 | value                                  |
+//! |------------------|-------------------------------------|----------------------------------------|
+//! | `meta`           | `&str` name                         | bytes (format version, watermark, ...) |
+//! | `sessions`       | `&str` session id                   | [`SessionRow`] (fixed fields + header) |
+//! | `session_ids`    | `u64` session number                | `&str` session id                      |
+//! | `events`         | `[u8;16]` session BE ‖ first seq BE | [`Run`] (28 bytes; one per run)        |
+//! | `surface`        | `[u8;16]` session BE ‖ seq BE       | prev ‖ next (u64 LE each, MAX = none)  |
+//! | `session_state`  | `u64` session number                | covered seq u64 LE ‖ postcard state    |
 //!
 //! The log is the truth: the index records a watermark (how far into the log it covers), and
 //! deleting `index.redb` rebuilds the same index from the segments.
@@ -399,7 +399,8 @@ pub enum IndexOp {
 pub struct IndexBatch {
     /// Session rows to insert or replace.
     pub sessions: Vec<SessionRow>,
-    /// Event locations to insert.
+    /// Event locations to insert, one per event (session, seq, exact location) in log order;
+    /// [`Index::commit`] stores them as runs ([`coalesce`]).
     pub events: Vec<(u64, Seq, Location)>,
     /// Surface, state and purge operations, applied in order after the locations.
     pub ops: Vec<IndexOp>,
