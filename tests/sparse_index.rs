@@ -71,6 +71,10 @@ fn every_seq_of_interleaved_runs_reads_back_and_the_index_is_sparse() {
     assert_eq!(counts.iter().filter(|&&c| c == 15).count(), 13 * 3);
     assert_eq!(counts.iter().filter(|&&c| c == 5).count(), 3);
     let store = Store::open(dir.path(), config(Durability::Buffered)).unwrap();
+    // Reading a whole session decodes each of its 14 frames once.
+    let before = store.frames_read();
+    assert_eq!(read_all(&store, "s1"), written[1].1);
+    assert_eq!(store.frames_read() - before, 14);
     for (id, events) in &written {
         // Every seq on its own (a fresh walk from the run start), backwards.
         for seq in (0..events.len() as u64).rev() {
