@@ -2,14 +2,14 @@
 //!
 //! Tables (byte layouts in `format-spec.md`):
 //!
-//! | table            | key                              | value                                   |
-//! |------------------|----------------------------------|-----------------------------------------|
-//! | `meta`           | `&str` name                      | bytes (format version, watermark, ...)  |
-//! | `sessions`       | `&str` session id                | [`SessionRow`] (fixed fields + header)  |
-//! | `session_ids`    | `u64` session number             | `&str` session id                       |
-//! | `events`         | `[u8;16]` session BE ‖ seq BE    | [`Location`] (24 bytes)                 |
-//! | `surface`        | `[u8;16]` session BE ‖ seq BE    | prev ‖ next (u64 LE each, MAX = none)   |
-//! | `session_state`  | `u64` session number             | covered seq u64 LE ‖ postcard state     |
+//! | table            | key                                 | value                                  |
+//! |------------------|-------------------------------------|----------------------------------------|
+//! | `meta`           | `&str` name                         | bytes (format version, watermark, ...) |
+//! | `sessions`       | `&str` session id                   | [`SessionRow`] (fixed fields + header) |
+//! | `session_ids`    | `u64` session number                | `&str` session id                      |
+//! | `events`         | `[u8;16]` session BE ‖ first seq BE | [`Run`] (28 bytes; one per run)        |
+//! | `surface`        | `[u8;16]` session BE ‖ seq BE       | prev ‖ next (u64 LE each, MAX = none)  |
+//! | `session_state`  | `u64` session number                | covered seq u64 LE ‖ postcard state    |
 //!
 //! The log is the truth: the index records a watermark (how far into the log it covers), and
 //! deleting `index.redb` rebuilds the same index from the segments.
@@ -29,8 +29,12 @@ pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 pub const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
 /// `session_ids`: session number → session id.
 pub const SESSION_IDS: TableDefinition<u64, &str> = TableDefinition::new("session_ids");
-/// `events`: (session number, seq) big-endian → [`Location`].
-pub const EVENTS: TableDefinition<&[u8; 16], &[u8; 24]> = TableDefinition::new("events");
+/// `events`: (session number, first seq of a run) big-endian → [`Run`] value ([`RUN_LEN`] bytes).
+/// One entry per run of a session's consecutive events in one frame (a sparse index).
+pub const EVENTS: TableDefinition<&[u8; 16], &[u8; RUN_LEN]> = TableDefinition::new("events");
+
+/// Bytes of an `events` value ([`Run::encode`]).
+pub const RUN_LEN: usize = 28;
 
 /// `surface`: (session number, seq) big-endian → prev seq ‖ next seq (u64 LE, `u64::MAX` = none).
 pub const SURFACE: TableDefinition<&[u8; 16], &[u8; 16]> = TableDefinition::new("surface");
@@ -49,7 +53,7 @@ pub const META_FORMAT_VERSION: &str = "format_version";
 /// `meta` key: the watermark ([`Watermark`], 24 bytes).
 pub const META_WATERMARK: &str = "watermark";
 
-/// Where an event's record is: its frame and its offset inside the decompressed payload.
+/// Where a record is: its frame and its offset inside the decompressed payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Location {
     /// Segment number.
@@ -63,27 +67,6 @@ pub struct Location {
 }
 
 impl Location {
-    /// The 24-byte index value: segment u64 LE ‖ frame_offset u64 LE ‖ frame_len u32 LE ‖
-    /// record_offset u32 LE.
-    pub fn encode(&self) -> [u8; 24] {
-        let mut b = [0u8; 24];
-        b[0..8].copy_from_slice(&self.segment.to_le_bytes());
-        b[8..16].copy_from_slice(&self.frame_offset.to_le_bytes());
-        b[16..20].copy_from_slice(&self.frame_len.to_le_bytes());
-        b[20..24].copy_from_slice(&self.record_offset.to_le_bytes());
-        b
-    }
-
-    /// Decodes the 24-byte index value.
-    pub fn decode(b: &[u8; 24]) -> Self {
-        Location {
-            segment: u64_le(&b[0..8]),
-            frame_offset: u64_le(&b[8..16]),
-            frame_len: u32_le(&b[16..20]),
-            record_offset: u32_le(&b[20..24]),
-        }
-    }
-
     /// The frame's position in the log.
     pub fn position(&self) -> LogPosition {
         LogPosition {
@@ -91,6 +74,105 @@ impl Location {
             offset: self.frame_offset,
         }
     }
+
+    /// True when both locations are in the same frame (segment, offset and length).
+    pub fn same_frame(&self, other: &Location) -> bool {
+        self.segment == other.segment
+            && self.frame_offset == other.frame_offset
+            && self.frame_len == other.frame_len
+    }
+}
+
+/// An `events` entry: `count` consecutive seqs of one session, from `first_seq`, stored in one
+/// frame. Other sessions' records may sit between them in the frame payload; the run's own
+/// records are in seq order, the first at `location.record_offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Run {
+    /// The seq of the run's first event (the second half of its key).
+    pub first_seq: Seq,
+    /// Number of events in the run (at least 1).
+    pub count: u32,
+    /// The frame, and the offset of the run's first record in its payload.
+    pub location: Location,
+}
+
+impl Run {
+    /// A run of one event.
+    pub fn single(seq: Seq, location: Location) -> Run {
+        Run {
+            first_seq: seq,
+            count: 1,
+            location,
+        }
+    }
+
+    /// The seq just past the run.
+    pub fn end(&self) -> Seq {
+        self.first_seq.saturating_add(u64::from(self.count))
+    }
+
+    /// True when the run holds `seq`.
+    pub fn contains(&self, seq: Seq) -> bool {
+        seq >= self.first_seq && seq < self.end()
+    }
+
+    /// The [`RUN_LEN`]-byte index value: segment u64 LE ‖ frame_offset u64 LE ‖ frame_len u32
+    /// LE ‖ record_offset u32 LE (of the first record) ‖ count u32 LE.
+    pub fn encode(&self) -> [u8; RUN_LEN] {
+        let l = &self.location;
+        let mut b = [0u8; RUN_LEN];
+        b[0..8].copy_from_slice(&l.segment.to_le_bytes());
+        b[8..16].copy_from_slice(&l.frame_offset.to_le_bytes());
+        b[16..20].copy_from_slice(&l.frame_len.to_le_bytes());
+        b[20..24].copy_from_slice(&l.record_offset.to_le_bytes());
+        b[24..28].copy_from_slice(&self.count.to_le_bytes());
+        b
+    }
+
+    /// Decodes an index value whose key holds `first_seq`. A count of 0 is malformed.
+    pub fn decode(first_seq: Seq, b: &[u8; RUN_LEN]) -> Result<Run, IndexError> {
+        let count = u32_le(&b[24..28]);
+        if count == 0 {
+            return Err(malformed(
+                "events",
+                format!("the run at seq {first_seq} has a count of 0"),
+            ));
+        }
+        Ok(Run {
+            first_seq,
+            count,
+            location: Location {
+                segment: u64_le(&b[0..8]),
+                frame_offset: u64_le(&b[8..16]),
+                frame_len: u32_le(&b[16..20]),
+                record_offset: u32_le(&b[20..24]),
+            },
+        })
+    }
+}
+
+/// Groups per-event locations into runs: consecutive seqs of one session in one frame (other
+/// sessions' events may be interleaved). Runs are returned in the order they start; a run never
+/// spans frames.
+pub fn coalesce(events: &[(u64, Seq, Location)]) -> Vec<(u64, Run)> {
+    let mut runs: Vec<(u64, Run)> = Vec::new();
+    let mut open: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+    for &(session, seq, loc) in events {
+        if let Some(&i) = open.get(&session) {
+            let run = &mut runs[i].1;
+            if run.location.same_frame(&loc)
+                && run.end() == seq
+                && run.count < u32::MAX
+                && loc.record_offset > run.location.record_offset
+            {
+                run.count += 1;
+                continue;
+            }
+        }
+        open.insert(session, runs.len());
+        runs.push((session, Run::single(seq, loc)));
+    }
+    runs
 }
 
 /// The `events` key of `(session, seq)`: both big-endian, so keys sort by session then seq.
@@ -317,7 +399,8 @@ pub enum IndexOp {
 pub struct IndexBatch {
     /// Session rows to insert or replace.
     pub sessions: Vec<SessionRow>,
-    /// Event locations to insert.
+    /// Event locations to insert, one per event (session, seq, exact location) in log order;
+    /// [`Index::commit`] stores them as runs ([`coalesce`]).
     pub events: Vec<(u64, Seq, Location)>,
     /// Surface, state and purge operations, applied in order after the locations.
     pub ops: Vec<IndexOp>,
@@ -347,7 +430,7 @@ impl std::fmt::Debug for Index {
 }
 
 /// The index format version (stored under `meta/format_version`).
-pub const INDEX_FORMAT_VERSION: u32 = 1;
+pub const INDEX_FORMAT_VERSION: u32 = 2;
 
 /// What the index says when opened.
 #[derive(Debug, Clone, PartialEq)]
@@ -364,6 +447,19 @@ impl Index {
     /// Opens (or creates) `index.redb` for writing.
     pub fn open(path: &Path) -> Result<Index, IndexError> {
         let db = Database::create(path)?;
+        // An index of another format version keeps its tables as they are (their types may
+        // differ): recovery refuses it or clears it for a rebuild.
+        let version = {
+            let txn = db.begin_read()?;
+            match txn.open_table(META) {
+                Ok(meta) => meta.get(META_FORMAT_VERSION)?.map(|v| v.value().to_vec()),
+                Err(redb::TableError::TableDoesNotExist(_)) => None,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        if version.is_some_and(|v| v != INDEX_FORMAT_VERSION.to_le_bytes()) {
+            return Ok(Index { db: Db::Write(db) });
+        }
         let mut txn = db.begin_write()?;
         // Creating missing tables need not be durable: a lost creation is redone next open.
         txn.set_durability(Durability::None)?;
@@ -425,6 +521,14 @@ impl Index {
             }
             None => None,
         };
+        if format_version.is_some_and(|v| v != INDEX_FORMAT_VERSION) {
+            // Other tables may have other layouts: nothing else is read.
+            return Ok(IndexState {
+                format_version,
+                watermark: Watermark::default(),
+                sessions: Vec::new(),
+            });
+        }
         let watermark = match meta.get(META_WATERMARK)? {
             Some(v) => Watermark::decode(v.value())?,
             None => Watermark::default(),
@@ -471,8 +575,31 @@ impl Index {
                 ids.insert(row.number, row.header.id.as_str())?;
             }
             let mut events = txn.open_table(EVENTS)?;
-            for (session, seq, loc) in &batch.events {
-                events.insert(&event_key(*session, *seq), &loc.encode())?;
+            let mut seen = std::collections::HashSet::new();
+            for (session, run) in coalesce(&batch.events) {
+                let mut run = run;
+                // The first run of a session in a batch may continue the session's last stored
+                // run (same frame, next seq): extend it, so the index does not depend on how
+                // the log was cut into commits.
+                if seen.insert(session) {
+                    let lo = event_key(session, 0);
+                    let key = event_key(session, run.first_seq);
+                    let prev = match events.range::<&[u8; 16]>(&lo..=&key)?.next_back() {
+                        Some(item) => {
+                            let (k, v) = item?;
+                            Some(Run::decode(u64_be(&k.value()[8..16]), v.value())?)
+                        }
+                        None => None,
+                    };
+                    if let Some(prev) = prev
+                        && prev.location.same_frame(&run.location)
+                        && prev.end() == run.first_seq
+                        && let Some(count) = prev.count.checked_add(run.count)
+                    {
+                        run = Run { count, ..prev };
+                    }
+                }
+                events.insert(&event_key(session, run.first_seq), &run.encode())?;
             }
             let mut surface = txn.open_table(SURFACE)?;
             let mut states = txn.open_table(SESSION_STATE)?;
@@ -607,38 +734,39 @@ impl Index {
         Ok(Some((u64_le(&v[0..8]), v[8..].to_vec())))
     }
 
-    /// Looks up one event's location.
-    pub fn location(&self, session: u64, seq: Seq) -> Result<Option<Location>, IndexError> {
+    /// The run holding `session`'s event `seq`: the entry with the largest key at or below
+    /// `(session, seq)`, if it belongs to `session` and its count reaches `seq`.
+    pub fn run(&self, session: u64, seq: Seq) -> Result<Option<Run>, IndexError> {
         let txn = self.begin_read()?;
         let table = txn.open_table(EVENTS)?;
-        Ok(table
-            .get(&event_key(session, seq))?
-            .map(|v| Location::decode(v.value())))
+        covering(&table, session, seq)
     }
 
-    /// Locations of `session`'s events with seq in `from..to`, at most `limit` of them.
-    pub fn locations(
+    /// The runs holding `session`'s events with seq in `from..to`, in seq order, at most
+    /// `limit` of them: the run holding `from` (when there is one) and every run starting
+    /// after it, below `to`.
+    pub fn runs(
         &self,
         session: u64,
         from: Seq,
         to: Seq,
         limit: usize,
-    ) -> Result<Vec<(Seq, Location)>, IndexError> {
+    ) -> Result<Vec<Run>, IndexError> {
         let mut out = Vec::new();
-        if from >= to {
+        if from >= to || limit == 0 {
             return Ok(out);
         }
         let txn = self.begin_read()?;
         let table = txn.open_table(EVENTS)?;
-        let lo = event_key(session, from);
+        out.extend(covering(&table, session, from)?);
+        let lo = event_key(session, from + 1);
         let hi = event_key(session, to);
         for item in table.range::<&[u8; 16]>(&lo..&hi)? {
-            let (k, v) = item?;
-            let seq = u64_be(&k.value()[8..16]);
-            out.push((seq, Location::decode(v.value())));
             if out.len() >= limit {
                 break;
             }
+            let (k, v) = item?;
+            out.push(Run::decode(u64_be(&k.value()[8..16]), v.value())?);
         }
         Ok(out)
     }
@@ -698,6 +826,22 @@ impl Index {
     }
 }
 
+/// The run of `table` holding `(session, seq)`.
+fn covering(
+    table: &impl ReadableTable<&'static [u8; 16], &'static [u8; RUN_LEN]>,
+    session: u64,
+    seq: Seq,
+) -> Result<Option<Run>, IndexError> {
+    let lo = event_key(session, 0);
+    let key = event_key(session, seq);
+    let Some(item) = table.range::<&[u8; 16]>(&lo..=&key)?.next_back() else {
+        return Ok(None);
+    };
+    let (k, v) = item?;
+    let run = Run::decode(u64_be(&k.value()[8..16]), v.value())?;
+    Ok(run.contains(seq).then_some(run))
+}
+
 /// One index entry as bytes: (table, key, value).
 pub type DumpEntry = (String, Vec<u8>, Vec<u8>);
 
@@ -721,4 +865,202 @@ fn u32_le(b: &[u8]) -> u32 {
     let mut a = [0u8; 4];
     a.copy_from_slice(&b[..4]);
     u32::from_le_bytes(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loc(frame: u64, record_offset: u32) -> Location {
+        Location {
+            segment: 1,
+            frame_offset: frame,
+            frame_len: 100,
+            record_offset,
+        }
+    }
+
+    fn events_of(index: &Index) -> Vec<(u64, Run)> {
+        index
+            .dump()
+            .unwrap()
+            .into_iter()
+            .filter(|(t, _, _)| t == "events")
+            .map(|(_, k, v)| {
+                let k: [u8; 16] = k.try_into().unwrap();
+                let v: [u8; RUN_LEN] = v.try_into().unwrap();
+                (
+                    u64_be(&k[0..8]),
+                    Run::decode(u64_be(&k[8..16]), &v).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    /// Sessions 1 and 2 interleaved in frame 10, then both again in frame 20.
+    fn interleaved() -> Vec<(u64, Seq, Location)> {
+        vec![
+            (1, 0, loc(10, 0)),
+            (2, 0, loc(10, 7)),
+            (1, 1, loc(10, 15)),
+            (2, 1, loc(10, 22)),
+            (1, 2, loc(10, 30)),
+            (1, 3, loc(20, 0)),
+            (2, 2, loc(20, 9)),
+        ]
+    }
+
+    #[test]
+    fn run_values_round_trip_and_a_zero_count_is_malformed() {
+        let run = Run {
+            first_seq: 42,
+            count: 7,
+            location: Location {
+                segment: 3,
+                frame_offset: 0x0102_0304_0506,
+                frame_len: 999,
+                record_offset: 17,
+            },
+        };
+        let b = run.encode();
+        assert_eq!(&b[0..8], &3u64.to_le_bytes());
+        assert_eq!(&b[8..16], &0x0102_0304_0506u64.to_le_bytes());
+        assert_eq!(&b[16..20], &999u32.to_le_bytes());
+        assert_eq!(&b[20..24], &17u32.to_le_bytes());
+        assert_eq!(&b[24..28], &7u32.to_le_bytes());
+        assert_eq!(Run::decode(42, &b).unwrap(), run);
+        let mut zero = b;
+        zero[24..28].copy_from_slice(&0u32.to_le_bytes());
+        assert!(matches!(
+            Run::decode(42, &zero),
+            Err(IndexError::Malformed {
+                table: "events",
+                ..
+            })
+        ));
+        assert!(run.contains(42) && run.contains(48));
+        assert!(!run.contains(41) && !run.contains(49));
+    }
+
+    #[test]
+    fn coalesce_makes_one_run_per_session_and_frame() {
+        let runs = coalesce(&interleaved());
+        assert_eq!(
+            runs,
+            vec![
+                (
+                    1,
+                    Run {
+                        first_seq: 0,
+                        count: 3,
+                        location: loc(10, 0)
+                    }
+                ),
+                (
+                    2,
+                    Run {
+                        first_seq: 0,
+                        count: 2,
+                        location: loc(10, 7)
+                    }
+                ),
+                (1, Run::single(3, loc(20, 0))),
+                (2, Run::single(2, loc(20, 9))),
+            ]
+        );
+        // A gap in the seqs starts a new run even in the same frame.
+        let gap = coalesce(&[(1, 0, loc(10, 0)), (1, 2, loc(10, 5))]);
+        assert_eq!(gap.len(), 2);
+    }
+
+    #[test]
+    fn lookups_find_every_seq_of_interleaved_runs_and_nothing_past_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(&dir.path().join("index.redb")).unwrap();
+        let batch = IndexBatch {
+            events: interleaved(),
+            ..IndexBatch::default()
+        };
+        index.commit(&batch, Watermark::default(), true).unwrap();
+        assert_eq!(events_of(&index).len(), 4, "4 runs for 7 events");
+        for (session, seq, l) in interleaved() {
+            let run = index.run(session, seq).unwrap().unwrap();
+            assert!(run.contains(seq));
+            assert!(run.location.same_frame(&l), "{session}/{seq}");
+            assert!(run.location.record_offset <= l.record_offset);
+        }
+        // Past the end of a session's last run, before its first, and another session.
+        assert_eq!(index.run(1, 4).unwrap(), None);
+        assert_eq!(index.run(2, 3).unwrap(), None);
+        assert_eq!(index.run(3, 0).unwrap(), None);
+        assert_eq!(index.run(0, 0).unwrap(), None);
+        // Range queries: the run holding `from`, then those starting below `to`.
+        let runs = index.runs(1, 1, 4, 10).unwrap();
+        assert_eq!(
+            runs.iter()
+                .map(|r| (r.first_seq, r.count))
+                .collect::<Vec<_>>(),
+            vec![(0, 3), (3, 1)]
+        );
+        assert_eq!(index.runs(1, 1, 3, 10).unwrap().len(), 1);
+        assert_eq!(index.runs(1, 0, 4, 1).unwrap().len(), 1);
+        assert!(index.runs(1, 4, 10, 10).unwrap().is_empty());
+        assert!(index.runs(2, 2, 2, 10).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_frame_split_across_commits_extends_the_stored_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(&dir.path().join("index.redb")).unwrap();
+        let commit = |events: Vec<(u64, Seq, Location)>| {
+            let batch = IndexBatch {
+                events,
+                ..IndexBatch::default()
+            };
+            index.commit(&batch, Watermark::default(), false).unwrap();
+        };
+        commit(vec![(1, 0, loc(10, 0)), (1, 1, loc(10, 5))]);
+        commit(vec![(1, 2, loc(10, 9)), (1, 3, loc(20, 0))]);
+        assert_eq!(
+            events_of(&index),
+            vec![
+                (
+                    1,
+                    Run {
+                        first_seq: 0,
+                        count: 3,
+                        location: loc(10, 0)
+                    }
+                ),
+                (1, Run::single(3, loc(20, 0))),
+            ]
+        );
+    }
+
+    #[test]
+    fn purge_removes_every_run_of_the_session_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(&dir.path().join("index.redb")).unwrap();
+        let mut events = interleaved();
+        events.extend((4..100).map(|s| (1, s, loc(100 + s, 0))));
+        let batch = IndexBatch {
+            events,
+            ..IndexBatch::default()
+        };
+        index.commit(&batch, Watermark::default(), false).unwrap();
+        assert_eq!(events_of(&index).len(), 4 + 96);
+        let purge = IndexBatch {
+            ops: vec![IndexOp::Purge {
+                session: 1,
+                id: "a".into(),
+            }],
+            ..IndexBatch::default()
+        };
+        index.commit(&purge, Watermark::default(), false).unwrap();
+        let left = events_of(&index);
+        assert!(left.iter().all(|(s, _)| *s == 2), "{left:?}");
+        assert_eq!(left.len(), 2);
+        assert_eq!(index.run(1, 0).unwrap(), None);
+        assert_eq!(index.run(2, 1).unwrap().unwrap().first_seq, 0);
+    }
 }

@@ -32,7 +32,7 @@ fn build(dir: &Path, n: u64) -> Vec<(String, u64, Location)> {
             locs.push((
                 id.to_owned(),
                 seq,
-                index.location(number, seq).unwrap().unwrap(),
+                index.run(number, seq).unwrap().unwrap().location,
             ));
         }
     }
@@ -87,9 +87,10 @@ fn truncation_at_every_byte_of_the_last_frame_reopens_to_the_prefix() {
     let seg_len = std::fs::metadata(base.path().join(SEG)).unwrap().len();
     let last = Index::open_read_only(&base.path().join("index.redb"))
         .unwrap()
-        .location(1, 6)
+        .run(1, 6)
         .unwrap()
-        .unwrap();
+        .unwrap()
+        .location;
     assert_eq!(last.frame_offset + u64::from(last.frame_len), seg_len);
     for cut in last.frame_offset..seg_len {
         let dir = tempfile::tempdir().unwrap();

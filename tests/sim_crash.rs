@@ -1127,7 +1127,7 @@ fn corruption_found_by_the_post_recovery_replay_names_its_frame() {
     }
     store.abandon();
     let index = sessionlog::index::Index::open_read_only(&dir.path().join("index.redb")).unwrap();
-    let loc = index.location(1, 2).unwrap().unwrap();
+    let loc = index.run(1, 2).unwrap().unwrap().location;
     drop(index);
     let seg = segment::path(&dir.path().join("segments"), loc.segment);
     sim.flip_bit(&seg, loc.frame_offset + 20, 3).unwrap();

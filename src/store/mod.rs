@@ -35,7 +35,7 @@ use std::time::Duration;
 use crate::error::{AppendError, IndexError, LogPosition, OpenError, ReadError};
 use crate::event::{Event, MAX_SAFE_INTEGER, Seq, SessionHeader};
 use crate::fs::{FileSystem, StdFileSystem};
-use crate::index::{Index, IndexOp, Location, NO_NODE, SessionRow};
+use crate::index::{Index, IndexOp, Location, NO_NODE, Run, SessionRow};
 use crate::json::{self, JsonLimits};
 use crate::log::Segments;
 use crate::log::frame::FrameLimits;
@@ -1195,11 +1195,11 @@ impl Store {
         if let Some(e) = self.committer.as_ref().and_then(|c| c.pending(number, seq)) {
             return Ok((*e).clone());
         }
-        let loc = match self.overlay.get(&(number, seq)) {
-            Some(l) => *l,
+        let run = match self.overlay.get(&(number, seq)) {
+            Some(l) => Run::single(seq, *l),
             None => self
                 .index
-                .location(number, seq)?
+                .run(number, seq)?
                 .ok_or_else(|| ReadError::Corruption {
                     position: LogPosition::default(),
                     detail: format!(
@@ -1207,34 +1207,59 @@ impl Store {
                     ),
                 })?,
         };
-        self.read_at(number, seq, loc, cache)
+        self.read_at(number, seq, run, cache)
     }
 
+    /// Reads event `seq` of session `number` from `run` (which holds it): decodes the run's
+    /// frame (once, through `cache`) and walks its records from the run's first record, or
+    /// from just past the previous event of the session read from that frame, to the record
+    /// of `seq`. Reading a run in seq order decodes each of its records once.
     fn read_at(
         &self,
         number: u64,
         seq: Seq,
-        loc: Location,
+        run: Run,
         cache: &mut FrameCache,
     ) -> Result<Event, ReadError> {
+        let loc = run.location;
         let position = loc.position();
         let payload = cache.get(&self.segments, loc, &self.limits)?;
         let corrupt = |detail: String| ReadError::Corruption { position, detail };
-        let bytes = payload.get(loc.record_offset as usize..).ok_or_else(|| {
-            corrupt(format!(
-                "record offset {} is past the frame payload",
-                loc.record_offset
-            ))
-        })?;
-        let (record, _) = Record::decode(bytes).map_err(|e| corrupt(e.to_string()))?;
-        match record {
-            Record::Event { session, event } if session == number && event.seq == seq => {
-                Ok(Event::from(event))
+        let mut at = match cache.cursor {
+            Some((session, last, end)) if session == number && last < seq => end,
+            _ => loc.record_offset as usize,
+        };
+        loop {
+            let bytes = payload.get(at..).ok_or_else(|| {
+                corrupt(format!(
+                    "record offset {at} is past the frame payload ({} bytes)",
+                    payload.len()
+                ))
+            })?;
+            if bytes.is_empty() {
+                return Err(corrupt(format!(
+                    "event seq {seq} of session number {number} is not in the frame (the index run starts at seq {} record offset {})",
+                    run.first_seq, loc.record_offset
+                )));
             }
-            _ => Err(corrupt(format!(
-                "the record at record offset {} is not event seq {seq} of session number {number}",
-                loc.record_offset
-            ))),
+            let (record, rest) =
+                Record::decode(bytes).map_err(|e| corrupt(format!("record offset {at}: {e}")))?;
+            let next = payload.len() - rest.len();
+            if let Record::Event { session, event } = record
+                && session == number
+            {
+                if event.seq == seq {
+                    cache.cursor = Some((number, seq, next));
+                    return Ok(Event::from(event));
+                }
+                if event.seq > seq {
+                    return Err(corrupt(format!(
+                        "the record at record offset {at} is event seq {} of session number {number}, past seq {seq} (the index run starts at seq {} record offset {})",
+                        event.seq, run.first_seq, loc.record_offset
+                    )));
+                }
+            }
+            at = next;
         }
     }
 
@@ -1436,6 +1461,16 @@ impl Store {
             match Record::decode_all(&frame.payload) {
                 Err(e) => problems.push(format!("{}: records do not decode: {e}", frame.position)),
                 Ok(records) => {
+                    // The events of this frame by record offset, to check where runs start.
+                    let events_at: HashMap<u32, (u64, Seq)> = records
+                        .iter()
+                        .filter_map(|(offset, r)| match r {
+                            Record::Event { session, event } => {
+                                Some((*offset, (*session, event.seq)))
+                            }
+                            _ => None,
+                        })
+                        .collect();
                     for (record_offset, record) in records {
                         match record {
                             Record::CreateSession { session, .. } => {
@@ -1461,15 +1496,24 @@ impl Store {
                                     ));
                                 }
                                 *expected = event.seq + 1;
-                                let want = Location {
+                                let here = Location {
                                     segment: frame.position.segment,
                                     frame_offset: frame.position.offset,
                                     frame_len: frame.frame_len,
                                     record_offset,
                                 };
+                                // The run holding the event must be in this frame and start
+                                // at an earlier (or this) record that is the run's first
+                                // event, so the walk from it reaches this record.
+                                let right = |r: &Run| {
+                                    r.location.same_frame(&here)
+                                        && r.location.record_offset <= record_offset
+                                        && events_at.get(&r.location.record_offset)
+                                            == Some(&(session, r.first_seq))
+                                };
                                 let live = self.registry().get(session).is_some();
-                                match index.location(session, event.seq) {
-                                    Ok(Some(l)) if l == want => {}
+                                match index.run(session, event.seq) {
+                                    Ok(Some(r)) if right(&r) => {}
                                     Ok(_) if !live => {}
                                     Ok(other)
                                         if !self.overlay.contains_key(&(session, event.seq)) =>
@@ -1761,7 +1805,7 @@ pub struct Events<'a> {
     number: u64,
     next: Seq,
     end: Seq,
-    buffered: std::collections::VecDeque<(Seq, Location)>,
+    buffered: std::collections::VecDeque<Run>,
     cache: FrameCache,
 }
 
@@ -1787,22 +1831,25 @@ impl Iterator for Events<'_> {
             return Some(Ok((*e).clone()));
         }
         if let Some(l) = self.store.overlay.get(&(self.number, seq)) {
-            return Some(self.store.read_at(self.number, seq, *l, &mut self.cache));
+            let run = Run::single(seq, *l);
+            return Some(self.store.read_at(self.number, seq, run, &mut self.cache));
         }
-        while self.buffered.front().is_some_and(|(s, _)| *s < seq) {
+        // The run holding `seq` is the last one starting at or before it (as in a lookup).
+        while self.buffered.front().is_some_and(|r| r.end() <= seq)
+            || self.buffered.get(1).is_some_and(|r| r.first_seq <= seq)
+        {
             self.buffered.pop_front();
         }
         if self.buffered.is_empty() {
-            match self.store.index.locations(self.number, seq, self.end, 1024) {
+            match self.store.index.runs(self.number, seq, self.end, 256) {
                 Ok(v) => self.buffered.extend(v),
                 Err(e) => return Some(Err(e.into())),
             }
         }
         match self.buffered.front() {
-            Some((s, l)) if *s == seq => {
-                let l = *l;
-                self.buffered.pop_front();
-                Some(self.store.read_at(self.number, seq, l, &mut self.cache))
+            Some(r) if r.contains(seq) => {
+                let r = *r;
+                Some(self.store.read_at(self.number, seq, r, &mut self.cache))
             }
             _ => Some(self.store.read_one(self.number, seq, &mut self.cache)),
         }
@@ -1814,6 +1861,9 @@ impl Iterator for Events<'_> {
 pub(crate) struct FrameCache {
     key: Option<(u64, u64)>,
     payload: Arc<Vec<u8>>,
+    /// The last event read from this frame: (session number, seq, offset just past its
+    /// record), so reading the session's next seq continues the walk from there.
+    cursor: Option<(u64, Seq, usize)>,
 }
 
 impl FrameCache {
@@ -1825,6 +1875,8 @@ impl FrameCache {
     ) -> Result<Arc<Vec<u8>>, ReadError> {
         let key = (loc.segment, loc.frame_offset);
         if self.key != Some(key) {
+            self.cursor = None;
+            self.key = None;
             self.payload = Arc::new(segments.read_frame(loc.position(), loc.frame_len, limits)?);
             self.key = Some(key);
         }

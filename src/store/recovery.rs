@@ -136,19 +136,32 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
     }
 
     // The index: its format version, and whether its watermark is still backed by the log.
+    // An index of an older version is derived data: a writable open rebuilds it from the log,
+    // a read-only open refuses with `NeedsRepair`. A newer version is refused.
     let state = index.load()?;
+    let mut old_version = None;
     if let Some(v) = state.format_version
         && v != crate::index::INDEX_FORMAT_VERSION
     {
-        return Err(OpenError::UnsupportedFormat {
-            path: store_dir.join(super::INDEX_FILE),
-            found: v,
-            supported: crate::index::INDEX_FORMAT_VERSION,
-        });
+        if v > crate::index::INDEX_FORMAT_VERSION {
+            return Err(OpenError::UnsupportedFormat {
+                path: store_dir.join(super::INDEX_FILE),
+                found: v,
+                supported: crate::index::INDEX_FORMAT_VERSION,
+            });
+        }
+        old_version = Some(format!(
+            "the index has format version {v}, this build uses version {}",
+            crate::index::INDEX_FORMAT_VERSION
+        ));
     }
     let mut watermark = state.watermark;
     let mut rows = state.sessions;
-    if let Some(reason) = watermark_problem(segments, &numbers, &watermark, &limits)? {
+    let problem = match old_version {
+        Some(reason) => Some(reason),
+        None => watermark_problem(segments, &numbers, &watermark, &limits)?,
+    };
+    if let Some(reason) = problem {
         if !writable {
             return Err(OpenError::NeedsRepair {
                 path: store_dir.to_path_buf(),
