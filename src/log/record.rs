@@ -153,8 +153,11 @@ impl Record {
     pub fn encode_event(session: u64, event: &Event) -> Result<Vec<u8>, DecodeError> {
         // Sized for the strings plus the varints around them, so the buffer never regrows.
         let capacity = event.data.len() + event.kind.len() + 64;
-        postcard::to_extend(&EventRecordRef { session, event }, Vec::with_capacity(capacity))
-            .map_err(|e| DecodeError::Record(e.to_string()))
+        postcard::to_extend(
+            &EventRecordRef { session, event },
+            Vec::with_capacity(capacity),
+        )
+        .map_err(|e| DecodeError::Record(e.to_string()))
     }
 
     /// Decodes one record from the front of `bytes`, returning it and the rest.
