@@ -122,6 +122,20 @@ pub(crate) struct Committer {
     config: CommitConfig,
     /// The leader's frame encoder (only the leader uses it, so the lock is uncontended).
     encoder: Mutex<frame::Encoder>,
+    /// Directory fsyncs a read-write open deferred to the first write (see
+    /// [`Committer::defer_dir_syncs`]).
+    dirs: Mutex<Option<DirSyncs>>,
+}
+
+/// Directories whose entries must be durable before the first frame is written.
+#[derive(Debug)]
+pub(crate) struct DirSyncs {
+    /// The file system to sync them with.
+    pub fs: Arc<dyn crate::fs::FileSystem>,
+    /// Synced, and a failure fails the write.
+    pub required: Vec<std::path::PathBuf>,
+    /// Synced, and a failure is ignored (the parent of the store directory may not be ours).
+    pub best_effort: Vec<std::path::PathBuf>,
 }
 
 fn lock_encoder(m: &Mutex<frame::Encoder>) -> MutexGuard<'_, frame::Encoder> {
@@ -167,8 +181,32 @@ impl Committer {
             segments,
             index,
             encoder: Mutex::new(frame::Encoder::new(config.zstd_level)),
+            dirs: Mutex::new(None),
             config,
         }
+    }
+
+    /// Defers the directory fsyncs of a read-write open to the first write: a segment (or
+    /// `segments/` itself) created just before a crash may not have a durable directory
+    /// entry, and nothing may be acknowledged on top of it until it has. A store opened only
+    /// to read and resume issues no fsync.
+    pub(crate) fn defer_dir_syncs(&self, dirs: DirSyncs) {
+        *self.dirs.lock().unwrap_or_else(|p| p.into_inner()) = Some(dirs);
+    }
+
+    /// Runs the deferred directory fsyncs, once.
+    fn sync_deferred_dirs(&self) -> std::io::Result<()> {
+        let mut slot = self.dirs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(d) = slot.as_ref() {
+            for dir in &d.required {
+                d.fs.sync_dir(dir)?;
+            }
+            for dir in &d.best_effort {
+                let _ = d.fs.sync_dir(dir);
+            }
+        }
+        *slot = None;
+        Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -354,6 +392,7 @@ impl Committer {
     ) -> Result<(u64, bool), AppendError> {
         let mut written = 0u64;
         if !staged.raw.is_empty() {
+            self.sync_deferred_dirs()?;
             let bytes =
                 lock_encoder(&self.encoder).encode(&staged.raw, self.config.compress_threshold);
             let needs_roll = match active {

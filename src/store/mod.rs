@@ -260,20 +260,6 @@ impl Store {
             Segments::new(config.fs.clone(), dir.join(SEGMENTS_DIR), writable)
                 .map_err(io(dir.join(SEGMENTS_DIR)))?,
         );
-        if writable {
-            // A segment (or `segments/` itself) created just before a crash may not be
-            // durable yet: make the directory entries durable before anything is appended
-            // to them.
-            config
-                .fs
-                .sync_dir(&dir.join(SEGMENTS_DIR))
-                .map_err(io(dir.join(SEGMENTS_DIR)))?;
-            config.fs.sync_dir(&dir).map_err(io(dir.clone()))?;
-            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                // The store directory's own entry, in case this open created it.
-                let _ = config.fs.sync_dir(parent);
-            }
-        }
         let index_path = dir.join(INDEX_FILE);
         let index = if writable {
             Index::open(&index_path)?
@@ -312,6 +298,20 @@ impl Store {
                 recovered.watermark,
             ))
         });
+        if let Some(c) = &committer {
+            // `segments/`, the store directory and (when this open created it) the store
+            // directory's own entry; synced before the first frame is written.
+            c.defer_dir_syncs(commit::DirSyncs {
+                fs: config.fs.clone(),
+                required: vec![dir.join(SEGMENTS_DIR), dir.clone()],
+                best_effort: dir
+                    .parent()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .map(Path::to_path_buf)
+                    .into_iter()
+                    .collect(),
+            });
+        }
         let timer = match (config.durability, &committer) {
             (Durability::Group { max_delay }, Some(c)) => {
                 Some(spawn_group_timer(c.clone(), max_delay))
