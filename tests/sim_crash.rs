@@ -90,7 +90,8 @@ struct ModelSession {
     /// a seed length belongs to that ancestor's frames).
     lineage: Vec<(String, u64)>,
     /// `Some(false)`: `delete_session` was called (it may not survive a crash);
-    /// `Some(true)`: the delete is acknowledged durable.
+    /// `Some(true)`: the delete is acknowledged durable, or was seen to have happened (kept
+    /// as a tombstone).
     deleted: Option<bool>,
 }
 
@@ -581,10 +582,13 @@ impl Scenario {
         for mut s in std::mem::take(&mut self.model.sessions) {
             let Some(len) = store.len(&s.id) else {
                 match s.deleted {
-                    // Gone, as acknowledged (its forks are checked on their own).
-                    Some(true) => {}
-                    // The delete may or may not have reached the log.
-                    Some(false) => {}
+                    // Gone, as acknowledged (its forks are checked on their own), or a delete
+                    // that reached the log. Kept as a tombstone: a bit flip that truncates the
+                    // frame holding the delete brings the session back.
+                    Some(_) => {
+                        s.deleted = Some(true);
+                        keep.push(s.clone());
+                    }
                     None if s.created_durable => {
                         return Err(format!("{what}: acknowledged session {} is missing", s.id));
                     }
@@ -689,7 +693,13 @@ impl Scenario {
             keep.push(s);
         }
         self.model.sessions = keep;
-        let known: HashSet<&str> = self.model.sessions.iter().map(|s| s.id.as_str()).collect();
+        let known: HashSet<&str> = self
+            .model
+            .sessions
+            .iter()
+            .filter(|s| s.deleted.is_none())
+            .map(|s| s.id.as_str())
+            .collect();
         for info in store.sessions() {
             if !known.contains(info.header.id.as_str()) {
                 return Err(format!(
@@ -1025,7 +1035,8 @@ impl Scenario {
                     m.why = "fork (Sync)";
                     self.tally.forks_acked += 1;
                 }
-                Ok(())
+                let child = self.model.sessions.len() - 1;
+                self.check_live_surface(store, child)
             }
             Err(ForkFailure::Rule(e)) if open_turn && e.code == ForkErrorCode::OpenTurn => {
                 self.tally.forks_open_turn += 1;
@@ -1079,6 +1090,27 @@ impl Scenario {
             return Err(StepError::Fatal(format!(
                 "{id} still answers after its delete"
             )));
+        }
+        // Its forks still read what they inherited.
+        let fork = self.model.sessions.iter().position(|s| {
+            s.deleted.is_none() && s.fork.as_ref().is_some_and(|f| f.0 == id && f.1 > 0)
+        });
+        if let Some(f) = fork {
+            let seed = self.model.sessions[f].fork.as_ref().map_or(1, |f| f.1);
+            let seq = self.rng.below(seed);
+            let f = &self.model.sessions[f];
+            match store.get(&f.id, seq) {
+                Ok(Some(e)) if same_event(&f.events[seq as usize], &e) => {}
+                Err(e) if self.sim.is_down() => {
+                    return Err(StepError::Append(AppendError::PreviousIo(e.to_string())));
+                }
+                other => {
+                    return Err(StepError::Fatal(format!(
+                        "fork {} of deleted {id} reads seq {seq} as {other:?}",
+                        f.id
+                    )));
+                }
+            }
         }
         let durable = receipt.durable || {
             let wait = self.rng.chance(1, 4);
@@ -1262,7 +1294,24 @@ impl Scenario {
         if self.model.sessions[i].durable as u64 > base + 2 {
             self.tally.compactions_acked += 1;
         }
-        Ok(())
+        self.check_live_surface(store, i)
+    }
+
+    /// The open store's surface of session `i` is the model's.
+    fn check_live_surface(&self, store: &Store, i: usize) -> Result<(), StepError> {
+        let s = &self.model.sessions[i];
+        let want = model_surface(&s.events).map_err(StepError::Fatal)?;
+        match store.surface(&s.id) {
+            Ok(got) if got == want => Ok(()),
+            Ok(got) => Err(StepError::Fatal(format!(
+                "live surface of {} is {got:?}, the model says {want:?}",
+                s.id
+            ))),
+            Err(e) if self.sim.is_down() => {
+                Err(StepError::Append(AppendError::PreviousIo(e.to_string())))
+            }
+            Err(e) => Err(StepError::Fatal(format!("surface of {}: {e}", s.id))),
+        }
     }
 
     fn counts(&self) -> BTreeMap<String, usize> {
@@ -1429,7 +1478,7 @@ impl Scenario {
         }
         let store = self.open().map_err(|e| format!("final open: {e}"))?;
         self.check_against_model(&store, "final")?;
-        for s in &self.model.sessions {
+        for s in self.model.sessions.iter().filter(|s| s.deleted.is_none()) {
             self.tally.acked_events += s.events.len() as u64;
             if s.fork.is_some() {
                 self.tally.forks_final += 1;
