@@ -1345,6 +1345,16 @@ impl Scenario {
     }
 
     fn run(mut self) -> Res<Tally> {
+        if trace() {
+            eprintln!(
+                "config: {:?}, segment_bytes {}, batch_bytes {}, compress_threshold {}, checkpoint_bytes {}",
+                self.config.durability,
+                self.config.segment_bytes,
+                self.config.batch_bytes,
+                self.config.compress_threshold,
+                self.config.checkpoint_bytes
+            );
+        }
         let mut slot = Some(self.open().map_err(|e| format!("first open: {e}"))?);
         let rounds = self.rng.range(1, 4);
         for round in 0..rounds {
@@ -1955,4 +1965,29 @@ fn reusing_a_pinned_deleted_id_keeps_the_forks_prefix() {
         "the fork's inherited event after a reopen: {read:?}"
     );
     assert!(store.verify().unwrap().is_clean());
+}
+
+/// Regression (engine, found by `fsync_eio_with_cached_pages_then_power_loss` seed 19192 with
+/// this file's fork/delete/compaction workload; a seed replay, so it reproduces with this
+/// file's generator as of its commit). Group commit, 4 KiB segments. Round 0: a flush's write
+/// fails with `ENOSPC` after writing 133 bytes of a 671-byte frame at segment 1 offset 3254;
+/// the writer cuts the segment back without syncing the cut (`src/store/commit.rs`, the
+/// `set_len(a.synced_len)` after a failed `write_all_at`; `sync_or_cut` does sync its cut);
+/// reopen (no crash) scans nothing.
+/// Round 1: the first fsync after the reopen (a flush) fails with `EIO`; the page cache keeps
+/// the cut length (pages marked clean), and the partial frame stays on disk. Reopen: recovery
+/// sees nothing to repair (it syncs only what it changed). Round 2: later frames go to
+/// segment 2 and are synced; a power loss. The reopen then finds the partial frame at the end
+/// of segment 1 with valid frames after it and refuses to open ("valid frames follow, so this
+/// is not a torn write") although nothing acknowledged was damaged.
+#[test]
+#[ignore = "needs engine fix: make the cut after a failed write durable (fsync it before returning the error), or re-assert the last segment's length (set_len + fsync) when a store opens"]
+fn a_cut_after_enospc_survives_an_fsync_eio_and_a_power_loss() {
+    let mut family = MAIN;
+    family.options.eio_drops_cache = false;
+    family.continue_after_fault = true;
+    let seed = 19192;
+    Scenario::new(seed, family)
+        .run()
+        .unwrap_or_else(|e| panic!("eio-cache seed {seed}: {e}"));
 }
