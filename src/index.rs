@@ -26,7 +26,7 @@ use crate::event::{Seq, SessionHeader};
 /// `meta`: name → bytes.
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// `sessions`: session id → [`SessionRow`] bytes.
-pub const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
+pub const SESSIONS: TableDefinition<u64, &[u8]> = TableDefinition::new("sessions");
 /// `session_ids`: session number → session id.
 pub const SESSION_IDS: TableDefinition<u64, &str> = TableDefinition::new("session_ids");
 /// `events`: (session number, first seq of a run) big-endian → [`Run`] value ([`RUN_LEN`] bytes).
@@ -52,6 +52,9 @@ pub const NO_NODE: u64 = u64::MAX;
 pub const META_FORMAT_VERSION: &str = "format_version";
 /// `meta` key: the watermark ([`Watermark`], 24 bytes).
 pub const META_WATERMARK: &str = "watermark";
+/// `meta` key: the number the next created session gets (u64 LE), never lowered, so a purged
+/// session's number is never reused.
+pub const META_NEXT_SESSION: &str = "next_session";
 
 /// Where a record is: its frame and its offset inside the decompressed payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -441,6 +444,8 @@ pub struct IndexState {
     pub watermark: Watermark,
     /// Every session row.
     pub sessions: Vec<(String, SessionRow)>,
+    /// The number the next created session gets (0 when not recorded).
+    pub next_session: u64,
 }
 
 impl Index {
@@ -507,6 +512,7 @@ impl Index {
                     format_version: None,
                     watermark: Watermark::default(),
                     sessions: Vec::new(),
+                    next_session: 0,
                 });
             }
             Err(e) => return Err(e.into()),
@@ -527,22 +533,45 @@ impl Index {
                 format_version,
                 watermark: Watermark::default(),
                 sessions: Vec::new(),
+                next_session: 0,
             });
         }
         let watermark = match meta.get(META_WATERMARK)? {
             Some(v) => Watermark::decode(v.value())?,
             None => Watermark::default(),
         };
+        let next_session = match meta.get(META_NEXT_SESSION)? {
+            Some(v) => {
+                let v = v.value();
+                if v.len() != 8 {
+                    return Err(malformed("meta", "next_session is not 8 bytes".into()));
+                }
+                u64_le(v)
+            }
+            None => 0,
+        };
         let mut sessions = Vec::new();
         let table = txn.open_table(SESSIONS)?;
         for item in table.iter()? {
             let (k, v) = item?;
-            sessions.push((k.value().to_owned(), SessionRow::decode(v.value())?));
+            let row = SessionRow::decode(v.value())?;
+            if row.number != k.value() {
+                return Err(malformed(
+                    "sessions",
+                    format!(
+                        "row of session number {} is keyed {}",
+                        row.number,
+                        k.value()
+                    ),
+                ));
+            }
+            sessions.push((row.header.id.to_string(), row));
         }
         Ok(IndexState {
             format_version,
             watermark,
             sessions,
+            next_session,
         })
     }
 
@@ -568,10 +597,22 @@ impl Index {
                 INDEX_FORMAT_VERSION.to_le_bytes().as_slice(),
             )?;
             meta.insert(META_WATERMARK, watermark.encode().as_slice())?;
+            let purged = batch.ops.iter().filter_map(|op| match op {
+                IndexOp::Purge { session, .. } => Some(*session),
+                _ => None,
+            });
+            if let Some(max) = batch.sessions.iter().map(|r| r.number).chain(purged).max() {
+                let stored = match meta.get(META_NEXT_SESSION)? {
+                    Some(v) if v.value().len() == 8 => u64_le(v.value()),
+                    _ => 0,
+                };
+                let next = stored.max(max.saturating_add(1));
+                meta.insert(META_NEXT_SESSION, next.to_le_bytes().as_slice())?;
+            }
             let mut sessions = txn.open_table(SESSIONS)?;
             let mut ids = txn.open_table(SESSION_IDS)?;
             for row in &batch.sessions {
-                sessions.insert(row.header.id.as_str(), row.encode().as_slice())?;
+                sessions.insert(row.number, row.encode().as_slice())?;
                 ids.insert(row.number, row.header.id.as_str())?;
             }
             let mut events = txn.open_table(EVENTS)?;
@@ -637,7 +678,7 @@ impl Index {
                     } => {
                         projections.insert((*session, key.as_str()), record.as_slice())?;
                     }
-                    IndexOp::Purge { session, id } => {
+                    IndexOp::Purge { session, .. } => {
                         projections.retain_in::<(u64, &str), _>(
                             (*session, "")..(*session + 1, ""),
                             |_, _| false,
@@ -648,12 +689,7 @@ impl Index {
                         surface.retain_in::<&[u8; 16], _>(&lo..=&hi, |_, _| false)?;
                         states.remove(*session)?;
                         ids.remove(*session)?;
-                        let same = sessions.get(id.as_str())?.is_some_and(|v| {
-                            v.value().get(0..8) == Some(&session.to_le_bytes()[..])
-                        });
-                        if same {
-                            sessions.remove(id.as_str())?;
-                        }
+                        sessions.remove(*session)?;
                     }
                 }
             }
@@ -787,7 +823,7 @@ impl Index {
             let (k, v) = item?;
             out.push((
                 "sessions".into(),
-                k.value().as_bytes().to_vec(),
+                k.value().to_be_bytes().to_vec(),
                 v.value().to_vec(),
             ));
         }

@@ -44,10 +44,7 @@
 //!
 //! The engine bugs these scenarios found are regression tests at the end of this file (the
 //! scenario families that found them, and deterministic reproductions); `fuzz/README.md`
-//! describes each and its fix. Two are open (`#[ignore]`d, worked around by the workload:
-//! see `Scenario::may_delete` and `Scenario::fork`): a purged session's number is reused
-//! after a reopen, and a new session with a pinned deleted session's id overwrites its index
-//! row.
+//! describes each and its fix. All are fixed.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -826,11 +823,11 @@ impl Scenario {
         let i = live[self.rng.below(live.len() as u64) as usize];
         match roll {
             5..=8 => return self.fork(store, i),
-            9..=12 if self.may_delete(i) => return self.delete(store, i),
-            9..=16 if !self.model_surface_of(i)?.is_empty() => {
+            9..=12 => return self.delete(store, i),
+            13..=20 if !self.model_surface_of(i)?.is_empty() => {
                 return self.compact(store, i);
             }
-            9..=62 => {
+            13..=62 => {
                 let seq = self.model.sessions[i].events.len() as u64;
                 let e = gen_event(&mut self.rng, seq);
                 self.model.sessions[i].events.push(e.clone());
@@ -960,9 +957,9 @@ impl Scenario {
                     .any(|s| s.id == *id && s.deleted.is_none())
             })
             .unwrap_or_default();
-        // Works around the engine bug `reusing_a_pinned_deleted_id_keeps_the_forks_prefix`: a
-        // minted id may be a deleted session's, and reusing the id of one that forks still
-        // inherit from breaks them after a reopen. Minted ids are therefore never reused.
+        // The model keys sessions by id and keeps deleted ones as tombstones, so a minted id is
+        // never reused here; reusing a deleted session's id is covered by the deterministic
+        // `reusing_a_pinned_deleted_id_keeps_the_forks_prefix`.
         let mint = self.rng.chance(1, 4) && !self.model.minted.contains(&minted);
         let child = if mint {
             minted
@@ -1057,19 +1054,6 @@ impl Scenario {
             ))),
             Err(ForkFailure::Append(e)) => Err(StepError::Append(e)),
         }
-    }
-
-    /// Works around the engine bug `a_purged_session_number_is_not_reused_after_reopen`
-    /// (a purged session's number is reused after a reopen; an index rebuild then loses the
-    /// new session's events): a session is deleted only while a later session exists whose
-    /// creation is acknowledged durable. It holds a higher number, is never deleted while it
-    /// is the newest, and survives any crash, so no reopen sees a purged number above every
-    /// row of the index.
-    fn may_delete(&self, i: usize) -> bool {
-        self.model
-            .sessions
-            .last()
-            .is_some_and(|last| last.created_durable && i + 1 < self.model.sessions.len())
     }
 
     /// Deletes session `i`.
@@ -1638,13 +1622,6 @@ fn scenario_count(default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Scenarios that fail on an open engine bug, skipped by `run_family` (each is replayed by an
-/// ignored regression test): `(family name, seed)`.
-const KNOWN_ENGINE_BUGS: &[(&str, u64)] = &[
-    // a_cut_after_enospc_survives_an_fsync_eio_and_a_power_loss
-    ("eio-cache", 19192),
-];
-
 /// Runs a family's scenarios on two threads. A failing scenario does not stop the run: every
 /// failure is listed at the end (long runs count them).
 fn run_family(name: &str, family: Family, salt: u64, default: u64) {
@@ -1665,21 +1642,16 @@ fn run_family(name: &str, family: Family, salt: u64, default: u64) {
         .map_or(1, |p| p.get())
         .min(2) as u64;
     let start = std::time::Instant::now();
-    let (total, failures, skipped) = std::thread::scope(|scope| {
+    let (total, failures) = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 scope.spawn(move || {
                     let mut total = Tally::default();
                     let mut failures = Vec::new();
-                    let mut skipped = 0u64;
                     let mut i = t;
                     while i < n {
                         let seed = i * 4 + salt;
                         i += threads;
-                        if KNOWN_ENGINE_BUGS.contains(&(name, seed)) {
-                            skipped += 1;
-                            continue;
-                        }
                         match Scenario::new(seed, family).run() {
                             Ok(tally) => total.add(&tally),
                             Err(e) => {
@@ -1688,23 +1660,21 @@ fn run_family(name: &str, family: Family, salt: u64, default: u64) {
                             }
                         }
                     }
-                    (total, failures, skipped)
+                    (total, failures)
                 })
             })
             .collect();
         let mut total = Tally::default();
         let mut failures = Vec::new();
-        let mut skipped = 0;
         for h in handles {
-            let (t, f, s) = h.join().unwrap();
+            let (t, f) = h.join().unwrap();
             total.add(&t);
             failures.extend(f);
-            skipped += s;
         }
-        (total, failures, skipped)
+        (total, failures)
     });
     eprintln!(
-        "{name}: {n} scenarios in {:.1?} ({} failed, {skipped} skipped as known engine bugs): {total:?}",
+        "{name}: {n} scenarios in {:.1?} ({} failed): {total:?}",
         start.elapsed(),
         failures.len()
     );
@@ -1715,7 +1685,7 @@ fn run_family(name: &str, family: Family, salt: u64, default: u64) {
             failures.iter().map(|f| f.0).take(20).collect::<Vec<_>>()
         );
     }
-    assert_eq!(total.scenarios + skipped, n);
+    assert_eq!(total.scenarios, n);
     assert!(total.crashes > 0 && total.acked_events > 0);
 }
 
@@ -1905,7 +1875,6 @@ fn close_reports_a_failed_background_sync() {
 /// under one number, and `verify` (which judges an event by the *current* owner of its
 /// number) reports the old incarnation's events as index mismatches.
 #[test]
-#[ignore = "needs engine fix: persist the next session number in the index (or derive it from the log), and have verify track incarnations"]
 fn a_purged_session_number_is_not_reused_after_reopen() {
     let dir = scratch_dir();
     let sim = SimFs::new(11, SimOptions::default());
@@ -1956,7 +1925,6 @@ fn a_purged_session_number_is_not_reused_after_reopen() {
 /// a reopen a fork of a fork no longer resolves its inherited seqs through it (`resolve`
 /// stops at the missing row) and reads fail with "the index has no location".
 #[test]
-#[ignore = "needs engine fix: key the index's session rows by number (src/index.rs), not by id"]
 fn reusing_a_pinned_deleted_id_keeps_the_forks_prefix() {
     let dir = scratch_dir();
     let sim = SimFs::new(12, SimOptions::default());
@@ -2010,7 +1978,6 @@ fn reusing_a_pinned_deleted_id_keeps_the_forks_prefix() {
 /// of segment 1 with valid frames after it and refuses to open ("valid frames follow, so this
 /// is not a torn write") although nothing acknowledged was damaged.
 #[test]
-#[ignore = "needs engine fix: make the cut after a failed write durable (fsync it before returning the error), or re-assert the last segment's length (set_len + fsync) when a store opens"]
 fn a_cut_after_enospc_survives_an_fsync_eio_and_a_power_loss() {
     let mut family = MAIN;
     family.options.eio_drops_cache = false;

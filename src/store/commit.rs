@@ -52,6 +52,9 @@ impl Active {
     /// failure: the bytes were there before this process wrote anything.
     fn verify(&mut self) -> std::io::Result<()> {
         if self.unverified {
+            // Re-assert the length recovery found, so that a truncation that only ever
+            // reached the page cache becomes durable with this sync.
+            self.file.set_len(self.len)?;
             self.file.sync_data()?;
             self.unverified = false;
         }
@@ -432,7 +435,10 @@ impl Committer {
             }
             let offset = a.len;
             if let Err(e) = a.file.write_all_at(&bytes, offset) {
+                // Cut the partial frame, durably (best effort): a cut left in the page cache
+                // could vanish in a power loss after the next process moved on.
                 let _ = a.file.set_len(a.synced_len);
+                let _ = a.file.sync_data();
                 return Err(e.into());
             }
             a.len += bytes.len() as u64;

@@ -157,6 +157,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
     }
     let mut watermark = state.watermark;
     let mut rows = state.sessions;
+    let mut next_session = state.next_session;
     let problem = match old_version {
         Some(reason) => Some(reason),
         None => watermark_problem(segments, &numbers, &watermark, &limits)?,
@@ -170,12 +171,13 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
         }
         index.clear()?;
         rows.clear();
+        next_session = 0;
         watermark = Watermark::default();
         report.index_rebuilt = true;
         report.rebuild_reason = Some(reason);
     }
 
-    let mut registry = Registry::new(rows.into_iter().map(|(_, row)| row));
+    let mut registry = Registry::new(rows.into_iter().map(|(_, row)| row), next_session);
 
     // Scan the unindexed tail.
     let from = if watermark.segment == 0 {

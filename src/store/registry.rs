@@ -38,10 +38,11 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    /// Builds the registry from index rows.
-    pub(crate) fn new(rows: impl IntoIterator<Item = SessionRow>) -> Self {
+    /// Builds the registry from index rows and the index's recorded next session number
+    /// (numbers of purged sessions are never reused).
+    pub(crate) fn new(rows: impl IntoIterator<Item = SessionRow>, next_number: u64) -> Self {
         let mut r = Registry {
-            next_number: 1,
+            next_number: next_number.max(1),
             ..Registry::default()
         };
         for row in rows {
