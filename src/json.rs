@@ -254,18 +254,43 @@ pub(crate) fn skip_ws(b: &[u8], mut pos: usize) -> usize {
     pos
 }
 
+/// The first position at or after `from` holding a byte that ends a plain run of string
+/// text: `"`, `\\` or a control character (below 0x20); `b.len()` when there is none. Reads
+/// eight bytes at a time (SWAR): the lowest flagged byte of a word is always a true match,
+/// because a borrow only propagates upwards from a matching byte.
+pub(crate) fn plain_run_end(b: &[u8], from: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero_in = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let mut i = from;
+    while let Some(chunk) = b.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let v = u64::from_le_bytes(word);
+        let hits = zero_in(v ^ (ONES * u64::from(b'"')))
+            | zero_in(v ^ (ONES * u64::from(b'\\')))
+            | (v.wrapping_sub(ONES * 0x20) & !v & HIGH);
+        if hits != 0 {
+            return i + (hits.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&c) = b.get(i) {
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            return i;
+        }
+        i += 1;
+    }
+    b.len().max(from)
+}
+
 /// Scans a string starting at the opening quote; returns (position after the closing quote,
 /// whether it contains escapes).
 fn scan_string(b: &[u8], pos: usize) -> Result<(usize, bool), JsonError> {
     let mut i = pos + 1;
     let mut escaped = false;
     loop {
-        while let Some(&c) = b.get(i) {
-            if c == b'"' || c == b'\\' || c < 0x20 {
-                break;
-            }
-            i += 1;
-        }
+        i = plain_run_end(b, i);
         match b.get(i) {
             None => {
                 return Err(JsonError::UnexpectedEnd {
@@ -1907,14 +1932,16 @@ pub struct RawMember<'a> {
 
 fn skip_string_valid(b: &[u8], pos: usize) -> usize {
     let mut i = pos + 1;
-    while let Some(&c) = b.get(i) {
-        match c {
-            b'"' => return i + 1,
-            b'\\' => i += 2,
-            _ => i += 1,
+    loop {
+        i = plain_run_end(b, i);
+        match b.get(i) {
+            None => return b.len(),
+            Some(b'"') => return i + 1,
+            Some(b'\\') => i += 2,
+            // A control character cannot be in valid text; step over it.
+            Some(_) => i += 1,
         }
     }
-    b.len()
 }
 
 /// End of the (already validated) value starting at `pos`.
@@ -2085,6 +2112,33 @@ pub fn raw_member_with_policy<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_run_end_finds_the_first_stop_byte_at_every_position() {
+        let stops = [b'"', b'\\', 0x00, 0x1f, b'\n'];
+        for len in 0..40usize {
+            for at in 0..=len {
+                for &stop in &stops {
+                    let mut text: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+                    // Bytes that must not stop a run: 0x20, 0x7f and UTF-8 continuation bytes.
+                    if len > 2 {
+                        text[len / 3] = 0x20;
+                        text[len / 2] = 0xC3;
+                    }
+                    if at < len {
+                        text[at] = stop;
+                    }
+                    let expect = text
+                        .iter()
+                        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+                        .unwrap_or(len);
+                    for from in 0..=expect.min(len) {
+                        assert_eq!(plain_run_end(&text, from), expect, "{text:?} from {from}");
+                    }
+                }
+            }
+        }
+    }
 
     fn lim() -> JsonLimits {
         JsonLimits::default()

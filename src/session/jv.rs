@@ -755,13 +755,7 @@ impl<'t> Parser<'t> {
         self.pos += 1;
         // Fast path: no escape before the closing quote, so the text itself is the string.
         let start = self.pos;
-        let mut end = start;
-        while let Some(&c) = self.bytes.get(end) {
-            if c == b'"' || c == b'\\' || c < 0x20 {
-                break;
-            }
-            end += 1;
-        }
+        let end = crate::json::plain_run_end(self.bytes, start);
         if self.bytes.get(end) == Some(&b'"') {
             self.pos = end + 1;
             let text: &'t str = self.text;
@@ -772,12 +766,7 @@ impl<'t> Parser<'t> {
         let mut lone = false;
         loop {
             let run_start = self.pos;
-            while let Some(&c) = self.bytes.get(self.pos) {
-                if c == b'"' || c == b'\\' || c < 0x20 {
-                    break;
-                }
-                self.pos += 1;
-            }
+            self.pos = crate::json::plain_run_end(self.bytes, self.pos);
             let run = &self.text[run_start..self.pos];
             if lone {
                 units.extend(run.encode_utf16());
