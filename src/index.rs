@@ -607,7 +607,9 @@ impl Index {
                     _ => 0,
                 };
                 let next = stored.max(max.saturating_add(1));
-                meta.insert(META_NEXT_SESSION, next.to_le_bytes().as_slice())?;
+                if next != stored {
+                    meta.insert(META_NEXT_SESSION, next.to_le_bytes().as_slice())?;
+                }
             }
             let mut sessions = txn.open_table(SESSIONS)?;
             let mut ids = txn.open_table(SESSION_IDS)?;
