@@ -76,10 +76,15 @@ impl JsVal {
     pub(crate) fn of(v: Option<N<'_, '_>>) -> Self {
         match v {
             None => JsVal::Undefined,
-            Some(v) if v.is_primitive() => JsVal::Prim {
-                json: v.stringify(),
-                display: v.js_display(),
-            },
+            Some(v) if v.is_primitive() => {
+                let json = v.stringify();
+                // `String(n)` and `JSON.stringify(n)` agree on every finite number.
+                let display = match v.as_f64() {
+                    Some(n) if n.is_finite() => json.clone(),
+                    _ => v.js_display(),
+                };
+                JsVal::Prim { json, display }
+            }
             Some(v) => JsVal::Compound {
                 json: v.stringify(),
                 display: v.js_display(),
