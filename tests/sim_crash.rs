@@ -1766,6 +1766,8 @@ fn corruption_found_by_the_post_recovery_replay_names_its_frame() {
             )
             .unwrap();
     }
+    // The index (not the session state) is committed, so the frames are behind its watermark.
+    store.checkpoint().unwrap();
     store.abandon();
     let index = sessionlog::index::Index::open_read_only(&dir.path().join("index.redb")).unwrap();
     let loc = index.run(1, 2).unwrap().unwrap().location;

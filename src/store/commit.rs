@@ -113,7 +113,19 @@ struct State {
     /// A non-durable index commit happened since the last durable one.
     index_dirty: bool,
     oldest_unsynced: Option<Instant>,
+    /// Index entries of synced frames whose commit was deferred (see
+    /// [`MAX_DEFERRED_INDEX_ENTRIES`]); their events stay in `pending` until committed.
+    carry: IndexBatch,
+    /// The `pending` keys of the events in `carry`.
+    carry_keys: Vec<(u64, Seq)>,
 }
+
+/// A durable append is acknowledged once its frame is synced; the index commit of a small
+/// batch may wait for a later commit, so a stream of single durable appends pays one redb
+/// commit per this many index entries instead of one per append. Reads are served from
+/// `pending` meanwhile, recovery re-indexes what a crash leaves unindexed, and a checkpoint,
+/// a close, or any request that needs the index current commits it.
+const MAX_DEFERRED_INDEX_ENTRIES: usize = 64;
 
 /// The group-commit writer.
 #[derive(Debug)]
@@ -143,6 +155,17 @@ pub(crate) struct DirSyncs {
 
 fn lock_encoder(m: &Mutex<frame::Encoder>) -> MutexGuard<'_, frame::Encoder> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How the leader treats one batch.
+#[derive(Debug, Clone, Copy)]
+struct Lead {
+    /// Sync the log.
+    sync: bool,
+    /// Commit the index durably.
+    checkpoint: bool,
+    /// The index commit may be deferred (see [`MAX_DEFERRED_INDEX_ENTRIES`]).
+    may_defer: bool,
 }
 
 /// How far a make-durable request must go.
@@ -179,6 +202,8 @@ impl Committer {
                 bytes_since_checkpoint: 0,
                 index_dirty: false,
                 oldest_unsynced: None,
+                carry: IndexBatch::default(),
+                carry_keys: Vec::new(),
             }),
             cond: Condvar::new(),
             segments,
@@ -253,6 +278,7 @@ impl Committer {
             || st.durable_lsn < st.staged_lsn
             || st.bytes_since_checkpoint > 0
             || st.index_dirty
+            || !st.carry.is_empty()
     }
 
     /// Bytes staged and not yet written.
@@ -302,7 +328,8 @@ impl Committer {
                 Goal::Written => st.written_lsn >= lsn,
                 Goal::Durable => st.durable_lsn >= lsn,
             };
-            let unindexed = !st.staged.ops.is_empty() || !st.dirty.is_empty();
+            let unindexed =
+                !st.staged.ops.is_empty() || !st.dirty.is_empty() || !st.carry.is_empty();
             if reached && !checkpoint && !(goal == Goal::Written && unindexed) {
                 return Ok(());
             }
@@ -319,12 +346,13 @@ impl Committer {
         let mut active = st.active.take();
         let next_segment = st.next_segment;
         let sync = goal == Goal::Durable || checkpoint;
-        let mut batch = IndexBatch {
-            sessions: std::mem::take(&mut st.dirty).into_values().collect(),
-            events: Vec::new(),
-            ops: Vec::new(),
-        };
-        batch.sessions.sort_by_key(|r| r.number);
+        // Deferred entries first: they are older than what is staged now.
+        let mut batch = std::mem::take(&mut st.carry);
+        let mut carry_keys = std::mem::take(&mut st.carry_keys);
+        let mut rows: Vec<SessionRow> = std::mem::take(&mut st.dirty).into_values().collect();
+        rows.sort_by_key(|r| r.number);
+        batch.sessions.extend(rows);
+        let may_defer = goal == Goal::Durable && !checkpoint;
         let mut watermark = st.watermark;
         let since_checkpoint = st.bytes_since_checkpoint;
         drop(st);
@@ -333,12 +361,15 @@ impl Committer {
             &staged,
             &mut active,
             next_segment,
-            sync,
+            Lead {
+                sync,
+                checkpoint,
+                may_defer,
+            },
             &mut batch,
             ops,
             &mut watermark,
             since_checkpoint,
-            checkpoint,
         );
 
         let mut st = self.lock();
@@ -348,7 +379,7 @@ impl Committer {
         }
         st.active = active;
         match result {
-            Ok((written, checkpointed)) => {
+            Ok((written, checkpointed, indexed)) => {
                 st.written_lsn = upto;
                 if sync {
                     st.durable_lsn = upto;
@@ -363,8 +394,14 @@ impl Committer {
                 } else {
                     since_checkpoint + written
                 };
-                for e in &staged.events {
-                    st.pending.remove(&(e.session, e.seq));
+                carry_keys.extend(staged.events.iter().map(|e| (e.session, e.seq)));
+                if indexed {
+                    for key in &carry_keys {
+                        st.pending.remove(key);
+                    }
+                } else {
+                    st.carry = batch;
+                    st.carry_keys = carry_keys;
                 }
                 self.cond.notify_all();
                 Ok(())
@@ -379,20 +416,24 @@ impl Committer {
     }
 
     /// The leader's work, outside the lock. Returns (bytes written, whether a durable index
-    /// checkpoint was committed).
+    /// checkpoint was committed, whether the index was committed at all).
     #[allow(clippy::too_many_arguments)]
     fn lead(
         &self,
         staged: &Staged,
         active: &mut Option<Active>,
         next_segment: u64,
-        sync: bool,
+        how: Lead,
         batch: &mut IndexBatch,
         ops: Vec<IndexOp>,
         watermark: &mut Watermark,
         since_checkpoint: u64,
-        checkpoint: bool,
-    ) -> Result<(u64, bool), AppendError> {
+    ) -> Result<(u64, bool, bool), AppendError> {
+        let Lead {
+            sync,
+            checkpoint,
+            may_defer,
+        } = how;
         let mut written = 0u64;
         if !staged.raw.is_empty() {
             self.sync_deferred_dirs()?;
@@ -469,13 +510,17 @@ impl Committer {
         {
             sync_or_cut(a)?;
         }
-        batch.ops = ops;
+        batch.ops.extend(ops);
         let durable_index =
             sync && (checkpoint || since_checkpoint + written >= self.config.checkpoint_bytes);
+        let entries = batch.sessions.len() + batch.events.len() + batch.ops.len();
+        if may_defer && sync && !durable_index && entries < MAX_DEFERRED_INDEX_ENTRIES {
+            return Ok((written, false, false));
+        }
         if !batch.is_empty() || durable_index {
             self.index.commit(batch, *watermark, durable_index)?;
         }
-        Ok((written, durable_index))
+        Ok((written, durable_index, true))
     }
 }
 
