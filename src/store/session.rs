@@ -182,12 +182,15 @@ impl Store {
         let source_header = self
             .header(source)
             .ok_or_else(|| ForkError::not_found(source))?;
-        let lookup = StoreLookup {
-            store: self,
-            number,
-            batch: &[],
+        let lookup = ReadFailures {
+            inner: StoreLookup {
+                store: self,
+                number,
+                batch: &[],
+            },
+            first: std::cell::RefCell::new(None),
         };
-        let plan = plan_fork(
+        let planned = plan_fork(
             source,
             &source_header,
             state,
@@ -195,7 +198,19 @@ impl Store {
             &child_id,
             now_ms().max(0) as u64,
             &lookup,
-        )?;
+        );
+        // The fork rules see a failed read as a missing event; report the read itself, so an
+        // I/O error or damaged frame is not mistaken for an invalid boundary.
+        if planned.is_err()
+            && let Some(e) = lookup.first.into_inner()
+        {
+            return Err(AppendError::Io(std::io::Error::other(format!(
+                "reading session {source:?} to plan the fork failed at seq {}: {}",
+                e.seq, e.message
+            )))
+            .into());
+        }
+        let plan = planned?;
         let child_state = match plan.child_state {
             Some(s) => s,
             None => {
@@ -407,5 +422,28 @@ impl<'s> Session<'s> {
     /// The replace generation.
     pub fn replace_generation(&self) -> Result<u64, ReadError> {
         self.store.replace_generation(&self.id)
+    }
+}
+
+/// A lookup that remembers the first read failure it passed on.
+struct ReadFailures<'a> {
+    inner: StoreLookup<'a>,
+    first: std::cell::RefCell<Option<crate::session::LookupError>>,
+}
+
+impl crate::session::EventLookup for ReadFailures<'_> {
+    fn event_at(
+        &self,
+        seq: crate::event::Seq,
+    ) -> Result<Option<std::borrow::Cow<'_, crate::event::Event>>, crate::session::LookupError>
+    {
+        let result = self.inner.event_at(seq);
+        if let Err(e) = &result
+            && let Ok(mut slot) = self.first.try_borrow_mut()
+            && slot.is_none()
+        {
+            *slot = Some(e.clone());
+        }
+        result
     }
 }
