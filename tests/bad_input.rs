@@ -145,6 +145,13 @@ fn malformed_events_get_typed_errors_and_change_nothing() {
             Event::new("turn/start", 1, i64::MAX, "{}"),
             |e| matches!(e, AppendError::Envelope { .. }),
         ),
+        (
+            // Fuzz finding: `i64::MIN.abs()` overflowed (a panic with overflow checks, and a
+            // wrapped negative value that passed the store's check without them).
+            "time i64::MIN",
+            Event::new("turn/start", 1, i64::MIN, "{}"),
+            |e| matches!(e, AppendError::Envelope { .. }),
+        ),
     ];
     for (name, event, check) in cases {
         let err = store.append("s", event).expect_err(name);

@@ -1139,7 +1139,7 @@ impl Store {
                 expected,
             });
         }
-        if event.time.abs() > MAX_SAFE_INTEGER {
+        if event.time.unsigned_abs() > MAX_SAFE_INTEGER as u64 {
             return Err(envelope(format!(
                 "time {} is not a safe integer",
                 event.time
