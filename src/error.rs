@@ -271,6 +271,18 @@ pub enum AppendError {
         /// The limit (`Config::max_event_bytes`).
         limit: u64,
     },
+    /// One encoded record would not fit in a frame: refused before anything is written.
+    #[error(
+        "a {kind:?} record is {size} bytes encoded, over the frame limit of {limit} bytes (Config::max_frame_bytes); nothing was written"
+    )]
+    RecordTooLarge {
+        /// Event type, or "session record" for a create/fork/delete record.
+        kind: String,
+        /// The encoded record's size.
+        size: u64,
+        /// The limit (`Config::max_frame_bytes`).
+        limit: u64,
+    },
     /// The session semantics refused the event (surface rules, invariants, ...).
     #[error("session {session:?} (seq {seq}): {reason}")]
     Semantics {

@@ -6,12 +6,14 @@ use sessionlog::log::record::Record;
 
 /// Parses the hexdump block of format-spec.md §4.1 (the first ``` block after its heading).
 fn spec_example() -> Vec<u8> {
+    hexdump_after("### 4.1 Worked example", 1)
+}
+
+/// Parses the `nth` ``` block (1-based, odd numbers) after the heading or text `marker`.
+fn hexdump_after(marker: &str, nth: usize) -> Vec<u8> {
     let spec = include_str!("../format-spec.md");
-    let section = spec
-        .split("### 4.1 Worked example")
-        .nth(1)
-        .expect("section 4.1");
-    let block = section.split("```").nth(1).expect("hexdump block");
+    let section = spec.split(marker).nth(1).expect("section");
+    let block = section.split("```").nth(nth).expect("hexdump block");
     block
         .lines()
         .filter_map(|l| l.split_once(':'))
@@ -70,10 +72,41 @@ fn the_spec_example_is_what_the_store_writes() {
     drop(store);
     let seg = std::fs::read(dir.path().join("segments/00000000000000000001.seg")).unwrap();
     assert_eq!(&seg[0..8], b"SLOGSEG\0");
-    assert_eq!(&seg[8..12], &1u32.to_le_bytes());
+    assert_eq!(&seg[8..12], &2u32.to_le_bytes());
     let example = spec_example();
     assert!(
         seg.ends_with(&example),
         "the last frame on disk is the spec example"
     );
+}
+
+#[test]
+fn the_spec_segment_header_example_is_what_the_store_writes() {
+    use sessionlog::log::segment::{self, HeaderCheck};
+    let bytes = hexdump_after("Example: the header of segment 1 at format version 2", 1);
+    assert_eq!(bytes.len(), 32);
+    assert_eq!(
+        segment::check_header(&bytes, 1),
+        HeaderCheck::Valid { version: 2 }
+    );
+    assert_eq!(segment::encode_header(1).to_vec(), bytes);
+}
+
+#[test]
+fn the_spec_continued_frame_example_decodes_with_bit_1() {
+    let bytes = hexdump_after("Example: the frame of §4.1 with bit 1 set", 1);
+    let (header, payload) = frame::decode(&bytes, &FrameLimits::default()).unwrap();
+    assert!(header.continued());
+    assert_eq!(header.flags, frame::FLAG_CONTINUED);
+    assert_eq!(header.crc, 0xa302_5a0a);
+    let plain = spec_example();
+    assert_eq!(
+        frame::decode(&plain, &FrameLimits::default()).unwrap().1,
+        payload
+    );
+    let mut encoder = frame::Encoder::new(1);
+    let continued = encoder.encode(&payload, 512, frame::FLAG_CONTINUED);
+    assert_eq!(continued, bytes);
+    assert_eq!(&bytes[9..], &continued[9..]);
+    assert_eq!(bytes[..4], plain[..4]);
 }

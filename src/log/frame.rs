@@ -4,14 +4,18 @@
 //! offset size field
 //! 0      4    stored_len  u32 LE  payload bytes as stored (after compression), >= 1
 //! 4      4    crc32       u32 LE  CRC-32 (IEEE) of bytes 8 .. 16 + stored_len
-//! 8      1    flags       bit 0: payload is one zstd frame; bits 1-7 must be 0
+//! 8      1    flags       bit 0: payload is one zstd frame; bit 1: the operation continues
+//!                          in the next frame; bit 2: the frame continues the previous
+//!                          frame's operation (bits 1-2: segment version 2); bits 3-7 are 0
 //! 9      3    reserved    must be 0
 //! 12     4    raw_len     u32 LE  payload length after decompression (== stored_len if bit 0 is clear)
 //! 16     ..   payload     stored_len bytes
 //! ```
 //!
-//! The payload, once decompressed, is a sequence of records (see [`super::record`]). One
-//! group-commit batch is one frame, so a batch is written, checksummed and lost as a unit.
+//! The payload, once decompressed, is a sequence of records (see [`super::record`]). A
+//! group-commit batch is written as one frame, or as several when it exceeds the frame size:
+//! every frame but the last then carries [`FLAG_CONTINUED`], and recovery indexes the frames
+//! of such a run only once its last frame is in the log (an operation is all or nothing).
 
 use crate::error::DecodeError;
 
@@ -19,6 +23,15 @@ use crate::error::DecodeError;
 pub const FRAME_HEADER_LEN: usize = 16;
 /// Flag bit: the payload is zstd-compressed.
 pub const FLAG_ZSTD: u8 = 1;
+/// Flag bit: the records of this frame belong to an operation that continues in the next
+/// frame; it commits with the first following frame without this bit (segment version 2).
+pub const FLAG_CONTINUED: u8 = 2;
+/// Flag bit: this frame continues the operation of the previous frame (set on every frame of
+/// an operation but its first), so a reader that lost a frame knows which frames after it
+/// belong to the interrupted operation (segment version 2).
+pub const FLAG_CONTINUATION: u8 = 4;
+/// Every flag bit a reader understands.
+pub const KNOWN_FLAGS: u8 = FLAG_ZSTD | FLAG_CONTINUED | FLAG_CONTINUATION;
 
 /// Limits applied when decoding untrusted frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +62,16 @@ pub struct FrameHeader {
 }
 
 impl FrameHeader {
+    /// True when the frame's operation continues in the next frame ([`FLAG_CONTINUED`]).
+    pub fn continued(&self) -> bool {
+        self.flags & FLAG_CONTINUED != 0
+    }
+
+    /// True when the frame continues the previous frame's operation ([`FLAG_CONTINUATION`]).
+    pub fn continuation(&self) -> bool {
+        self.flags & FLAG_CONTINUATION != 0
+    }
+
     /// Total bytes of the frame on disk (header plus stored payload).
     pub fn frame_len(&self) -> u64 {
         FRAME_HEADER_LEN as u64 + u64::from(self.stored_len)
@@ -76,7 +99,7 @@ impl FrameHeader {
                 });
             }
         }
-        if header.flags & !FLAG_ZSTD != 0 {
+        if header.flags & !KNOWN_FLAGS != 0 {
             return Err(DecodeError::Field {
                 field: "flags",
                 detail: format!("unknown flag bits {:#04x}", header.flags),
@@ -104,7 +127,7 @@ impl FrameHeader {
 /// Encodes `raw` (a sequence of records) as one frame, compressing it with zstd when it is at
 /// least `compress_threshold` bytes and compression makes it smaller.
 pub fn encode(raw: &[u8], compress_threshold: usize, zstd_level: i32) -> Vec<u8> {
-    Encoder::new(zstd_level).encode(raw, compress_threshold)
+    Encoder::new(zstd_level).encode(raw, compress_threshold, 0)
 }
 
 /// A frame encoder that keeps its zstd compression context between frames (creating one per
@@ -132,17 +155,25 @@ impl Encoder {
         }
     }
 
-    /// Encodes `raw` as [`encode`] does, reusing the compression context.
-    pub fn encode(&mut self, raw: &[u8], compress_threshold: usize) -> Vec<u8> {
+    /// Encodes `raw` as [`encode`] does, reusing the compression context; `operation_flags`
+    /// ([`FLAG_CONTINUED`], [`FLAG_CONTINUATION`]) are added to the flags. The caller keeps
+    /// `raw` within the frame limit (a `u32`).
+    pub fn encode(
+        &mut self,
+        raw: &[u8],
+        compress_threshold: usize,
+        operation_flags: u8,
+    ) -> Vec<u8> {
         let compressed = if raw.len() >= compress_threshold {
             self.compress(raw).filter(|c| c.len() < raw.len())
         } else {
             None
         };
-        let (flags, payload): (u8, &[u8]) = match &compressed {
+        let (mut flags, payload): (u8, &[u8]) = match &compressed {
             Some(c) => (FLAG_ZSTD, c),
             None => (0, raw),
         };
+        flags |= operation_flags & (FLAG_CONTINUED | FLAG_CONTINUATION);
         let mut out = Vec::with_capacity(FRAME_HEADER_LEN + payload.len());
         out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
         out.extend_from_slice(&[0; 4]);

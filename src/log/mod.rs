@@ -24,6 +24,8 @@ pub struct Segments {
     dir: PathBuf,
     writable: bool,
     handles: Mutex<BTreeMap<u64, Arc<dyn StorageFile>>>,
+    /// Format versions of segments older than [`segment::FORMAT_VERSION`] (from their headers).
+    old_versions: Mutex<BTreeMap<u64, u32>>,
     frames_read: std::sync::atomic::AtomicU64,
 }
 
@@ -38,6 +40,7 @@ impl Segments {
             dir,
             writable,
             handles: Mutex::new(BTreeMap::new()),
+            old_versions: Mutex::new(BTreeMap::new()),
             frames_read: std::sync::atomic::AtomicU64::new(0),
         })
     }
@@ -115,6 +118,41 @@ impl Segments {
         self.fs.sync_dir(&self.dir)
     }
 
+    /// Records the format version read from segment `number`'s header.
+    pub fn set_version(&self, number: u64, version: u32) {
+        let mut old = self.old_versions.lock().unwrap_or_else(|p| p.into_inner());
+        if version == segment::FORMAT_VERSION {
+            old.remove(&number);
+        } else {
+            old.insert(number, version);
+        }
+    }
+
+    /// The format version of segment `number` (the current one unless recorded otherwise).
+    pub fn version(&self, number: u64) -> u32 {
+        self.old_versions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&number)
+            .copied()
+            .unwrap_or(segment::FORMAT_VERSION)
+    }
+
+    /// Checks the flags of a frame header against its segment's version: a version-1
+    /// segment's frames never carry [`frame::FLAG_CONTINUED`].
+    pub fn check_flags(&self, number: u64, header: &FrameHeader) -> Result<(), DecodeError> {
+        if (header.continued() || header.continuation()) && self.version(number) < 2 {
+            return Err(DecodeError::Field {
+                field: "flags",
+                detail: format!(
+                    "operation flag bits (continued) in a version-{} segment",
+                    self.version(number)
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// Frames read by [`Segments::read_frame`] so far.
     pub fn frames_read(&self) -> u64 {
         self.frames_read.load(std::sync::atomic::Ordering::Relaxed)
@@ -165,6 +203,8 @@ impl Segments {
             .try_into()
             .map_err(|_| corrupt(DecodeError::Record("short frame".into())))?;
         let header = FrameHeader::parse(&header_bytes, limits).map_err(corrupt)?;
+        self.check_flags(position.segment, &header)
+            .map_err(corrupt)?;
         if header.frame_len() != u64::from(frame_len) {
             return Err(corrupt(DecodeError::Field {
                 field: "stored_len",

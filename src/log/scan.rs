@@ -4,6 +4,11 @@
 //! segment: the crash interrupted the write, and the frame was never acknowledged as durable.
 //! It is **corruption** when a valid frame follows it (in the same segment or a later one):
 //! committed data was damaged. The [`RecoveryMode`] says what is tolerated.
+//!
+//! Frames marked continued (`FLAG_CONTINUED`) belong to an operation that ends with the next
+//! frame without the mark. The scan hands such frames to its visitor only once that last frame
+//! is read: an operation whose end is missing at the tail of the log is cut with the torn
+//! tail (across segments if it spans them), so an operation is all or nothing.
 
 use std::io;
 use std::sync::Arc;
@@ -50,6 +55,11 @@ pub struct ScannedFrame {
     pub frame_len: u32,
     /// Its decompressed payload.
     pub payload: Vec<u8>,
+    /// True when the operation continues in the next frame (not the operation's last).
+    pub continued: bool,
+    /// True when the frame is valid but its operation is not whole (salvage mode: a damaged
+    /// frame interrupted it): its records must be reported as dropped, never indexed.
+    pub dropped: bool,
 }
 
 /// The result of a scan.
@@ -59,8 +69,11 @@ pub struct ScanReport {
     pub end: LogPosition,
     /// Offset of the last valid frame in `end.segment`, if any frame was seen there.
     pub last_frame: Option<u64>,
-    /// The torn frame at the tail (to truncate), if any.
+    /// The torn tail to truncate, if any: a torn frame, or an operation whose last frame is
+    /// missing. Its position is where the log is cut (every later segment is removed).
     pub torn_tail: Option<BadFrame>,
+    /// Frames of an operation without its last frame, cut with the tail.
+    pub torn_operation_frames: u64,
     /// Bad frames skipped (salvage mode only).
     pub skipped: Vec<BadFrame>,
     /// Frames visited.
@@ -144,7 +157,8 @@ impl Window {
 }
 
 /// Scans `numbers` (ascending, contiguous segment numbers) from `from`, calling `visit` for
-/// each valid frame in log order. Does not modify anything: the caller truncates a torn tail.
+/// each valid frame of a whole operation, in log order. Does not modify anything: the caller
+/// truncates a torn tail.
 pub fn scan(
     segments: &Segments,
     numbers: &[u64],
@@ -160,6 +174,13 @@ pub fn scan(
     let Some(&last_segment) = numbers.last() else {
         return Ok(report);
     };
+    // Frames of the operation in progress (continued frames not yet ended), and where the
+    // log stood before it.
+    let mut open: Vec<ScannedFrame> = Vec::new();
+    let mut before_open = (report.end, report.last_frame);
+    // Salvage: after a damaged frame, the frames that continue the operation it interrupted
+    // (`FLAG_CONTINUATION`) are dropped; the first frame without that flag starts a new one.
+    let mut discarding = false;
     for &number in numbers.iter().filter(|&&n| n >= from.segment) {
         let io_err = |source| OpenError::Io {
             path: segments.path(number),
@@ -171,53 +192,131 @@ pub fn scan(
         } else {
             SEGMENT_HEADER_LEN
         };
-        report.end = LogPosition {
-            segment: number,
-            offset,
-        };
-        report.last_frame = if number == from.segment && from.offset > SEGMENT_HEADER_LEN {
-            report.last_frame
-        } else {
-            None
-        };
+        if open.is_empty() {
+            report.end = LogPosition {
+                segment: number,
+                offset,
+            };
+            report.last_frame = if number == from.segment && from.offset > SEGMENT_HEADER_LEN {
+                report.last_frame
+            } else {
+                None
+            };
+        }
         while offset < window.file_len {
-            match window.frame_at(offset, limits).map_err(io_err)? {
+            let decoded =
+                window
+                    .frame_at(offset, limits)
+                    .map_err(io_err)?
+                    .and_then(|(header, payload)| {
+                        segments.check_flags(number, &header)?;
+                        Ok((header, payload))
+                    });
+            let position = LogPosition {
+                segment: number,
+                offset,
+            };
+            match decoded {
                 Ok((header, payload)) => {
-                    let position = LogPosition {
-                        segment: number,
-                        offset,
-                    };
-                    visit(ScannedFrame {
+                    report.frames += 1;
+                    offset += header.frame_len();
+                    let frame = ScannedFrame {
                         position,
                         frame_len: header.frame_len() as u32,
                         payload,
-                    })?;
-                    report.frames += 1;
-                    report.last_frame = Some(offset);
-                    offset += header.frame_len();
-                    report.end.offset = offset;
-                }
-                Err(reason) => {
-                    let position = LogPosition {
+                        continued: header.continued(),
+                        dropped: discarding,
+                    };
+                    if discarding {
+                        if frame.dropped && header.continuation() {
+                            visit(frame)?;
+                            report.end = LogPosition {
+                                segment: number,
+                                offset,
+                            };
+                            report.last_frame = Some(position.offset);
+                            continue;
+                        }
+                        discarding = false;
+                    }
+                    let mut frame = ScannedFrame {
+                        dropped: false,
+                        ..frame
+                    };
+                    // A frame must continue the operation in progress exactly when there is
+                    // one; anything else means frames were lost in between.
+                    if open.is_empty() == header.continuation() {
+                        let detail = if header.continuation() {
+                            "the frame continues an operation whose earlier frames are missing"
+                        } else {
+                            "an operation's frames end without their last frame"
+                        };
+                        if mode != RecoveryMode::SalvageSkippingBadFrames {
+                            return Err(OpenError::Corruption {
+                                position,
+                                reason: detail.to_owned(),
+                            });
+                        }
+                        report.skipped.push(BadFrame {
+                            position,
+                            skipped: 0,
+                            reason: detail.to_owned(),
+                        });
+                        for mut lost in open.drain(..) {
+                            lost.dropped = true;
+                            visit(lost)?;
+                        }
+                        if header.continuation() {
+                            frame.dropped = true;
+                            visit(frame)?;
+                            report.end = LogPosition {
+                                segment: number,
+                                offset,
+                            };
+                            report.last_frame = Some(position.offset);
+                            continue;
+                        }
+                    }
+                    if open.is_empty() {
+                        before_open = (report.end, report.last_frame);
+                    }
+                    open.push(frame);
+                    if header.continued() {
+                        continue;
+                    }
+                    for frame in open.drain(..) {
+                        visit(frame)?;
+                    }
+                    report.end = LogPosition {
                         segment: number,
                         offset,
                     };
+                    report.last_frame = Some(position.offset);
+                }
+                Err(reason) => {
                     let next = window.resync(offset, limits).map_err(io_err)?;
                     let is_tail = number == last_segment && next.is_none();
                     if is_tail {
-                        let bad = BadFrame {
-                            position,
-                            skipped: window.file_len - offset,
-                            reason: reason.to_string(),
+                        let (cut, detail) = match open.first() {
+                            Some(first) => (
+                                first.position,
+                                format!(
+                                    "an operation of {} frame(s) whose last frame is torn ({reason})",
+                                    open.len() + 1
+                                ),
+                            ),
+                            None => (position, reason.to_string()),
                         };
-                        if mode == RecoveryMode::AbsoluteConsistency {
-                            return Err(OpenError::TornTail {
-                                position,
-                                reason: bad.reason,
-                            });
-                        }
-                        report.torn_tail = Some(bad);
-                        return Ok(report);
+                        return torn(
+                            report,
+                            segments,
+                            numbers,
+                            cut,
+                            detail,
+                            open.len(),
+                            before_open,
+                            mode,
+                        );
                     }
                     if mode != RecoveryMode::SalvageSkippingBadFrames {
                         return Err(OpenError::Corruption {
@@ -225,6 +324,11 @@ pub fn scan(
                             reason: reason.to_string(),
                         });
                     }
+                    for mut frame in open.drain(..) {
+                        frame.dropped = true;
+                        visit(frame)?;
+                    }
+                    discarding = true;
                     let resume = next.unwrap_or(window.file_len);
                     report.skipped.push(BadFrame {
                         position,
@@ -232,10 +336,78 @@ pub fn scan(
                         reason: reason.to_string(),
                     });
                     offset = resume;
-                    report.end.offset = offset;
+                    report.end = LogPosition {
+                        segment: number,
+                        offset,
+                    };
                 }
             }
         }
     }
+    if let Some(first) = open.first() {
+        let detail = format!(
+            "an operation of {} frame(s) never committed: its last frame is missing",
+            open.len()
+        );
+        let cut = first.position;
+        let frames = open.len();
+        return torn(
+            report,
+            segments,
+            numbers,
+            cut,
+            detail,
+            frames,
+            before_open,
+            mode,
+        );
+    }
+    Ok(report)
+}
+
+/// Ends a scan at a torn tail cut at `cut` (a torn frame, or the first frame of an operation
+/// whose end is missing).
+#[allow(clippy::too_many_arguments)]
+fn torn(
+    mut report: ScanReport,
+    segments: &Segments,
+    numbers: &[u64],
+    cut: LogPosition,
+    reason: String,
+    operation_frames: usize,
+    before: (LogPosition, Option<u64>),
+    mode: RecoveryMode,
+) -> Result<ScanReport, OpenError> {
+    if mode == RecoveryMode::AbsoluteConsistency {
+        return Err(OpenError::TornTail {
+            position: cut,
+            reason,
+        });
+    }
+    // Bytes from the cut to the end of the log.
+    let mut skipped = 0u64;
+    for &n in numbers.iter().filter(|&&n| n >= cut.segment) {
+        let len = segments
+            .file(n)
+            .and_then(|f| f.len())
+            .map_err(|source| OpenError::Io {
+                path: segments.path(n),
+                source,
+            })?;
+        skipped += if n == cut.segment {
+            len.saturating_sub(cut.offset)
+        } else {
+            len
+        };
+    }
+    if operation_frames > 0 {
+        (report.end, report.last_frame) = before;
+    }
+    report.torn_operation_frames = operation_frames as u64;
+    report.torn_tail = Some(BadFrame {
+        position: cut,
+        skipped,
+        reason,
+    });
     Ok(report)
 }

@@ -5,7 +5,7 @@
 //!
 //! offset size field
 //! 0      8    magic           "SLOGSEG\0"
-//! 8      4    format_version  u32 LE, currently 1
+//! 8      4    format_version  u32 LE, 2 (version 1 segments are still read)
 //! 12     4    reserved        0
 //! 16     8    segment number  u64 LE, equals the number in the file name
 //! 24     4    reserved        0
@@ -19,8 +19,11 @@ use std::path::{Path, PathBuf};
 
 use crate::error::DecodeError;
 
-/// The on-disk format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The on-disk format version this build writes.
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest segment format version this build reads. Version 1 differs only in that its
+/// frames never carry `FLAG_CONTINUED` (a version-1 frame with that bit set is damage).
+pub const OLDEST_READ_VERSION: u32 = 1;
 /// The magic bytes every segment starts with.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"SLOGSEG\0";
 /// Bytes in a segment header.
@@ -63,8 +66,11 @@ pub fn encode_header(number: u64) -> [u8; SEGMENT_HEADER_LEN as usize] {
 /// What a segment header says, or why it cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeaderCheck {
-    /// A valid header of this format version.
-    Valid,
+    /// A valid header of a format version this build reads.
+    Valid {
+        /// The segment's format version.
+        version: u32,
+    },
     /// Not a sessionlog segment at all.
     BadMagic,
     /// A sessionlog segment of another format version.
@@ -93,7 +99,7 @@ pub fn check_header(bytes: &[u8], number: u64) -> HeaderCheck {
         return HeaderCheck::Damaged(DecodeError::Crc { stored, computed });
     }
     let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-    if version != FORMAT_VERSION {
+    if !(OLDEST_READ_VERSION..=FORMAT_VERSION).contains(&version) {
         return HeaderCheck::OtherVersion(version);
     }
     let mut n = [0u8; 8];
@@ -105,7 +111,7 @@ pub fn check_header(bytes: &[u8], number: u64) -> HeaderCheck {
             detail: format!("header says {found}, file name says {number}"),
         });
     }
-    HeaderCheck::Valid
+    HeaderCheck::Valid { version }
 }
 
 #[cfg(test)]
@@ -123,15 +129,34 @@ mod tests {
     #[test]
     fn header_checks() {
         let h = encode_header(7);
-        assert_eq!(check_header(&h, 7), HeaderCheck::Valid);
+        assert_eq!(
+            check_header(&h, 7),
+            HeaderCheck::Valid {
+                version: FORMAT_VERSION
+            }
+        );
         assert!(matches!(check_header(&h, 8), HeaderCheck::Damaged(_)));
         let mut bad = h;
         bad[0] = b'X';
         assert_eq!(check_header(&bad, 7), HeaderCheck::BadMagic);
-        let mut v2 = h;
-        v2[8..12].copy_from_slice(&2u32.to_le_bytes());
-        let crc = crc32fast::hash(&v2[0..28]);
-        v2[28..32].copy_from_slice(&crc.to_le_bytes());
-        assert_eq!(check_header(&v2, 7), HeaderCheck::OtherVersion(2));
+        let with_version = |v: u32| {
+            let mut b = h;
+            b[8..12].copy_from_slice(&v.to_le_bytes());
+            let crc = crc32fast::hash(&b[0..28]);
+            b[28..32].copy_from_slice(&crc.to_le_bytes());
+            b
+        };
+        assert_eq!(
+            check_header(&with_version(1), 7),
+            HeaderCheck::Valid { version: 1 }
+        );
+        assert_eq!(
+            check_header(&with_version(3), 7),
+            HeaderCheck::OtherVersion(3)
+        );
+        assert_eq!(
+            check_header(&with_version(0), 7),
+            HeaderCheck::OtherVersion(0)
+        );
     }
 }

@@ -3,7 +3,9 @@
 //! Appenders *stage* encoded records in memory (in log order, under a short lock). Whoever
 //! needs the staged records on disk (a `Sync` appender, `flush()`, the group-commit timer, or a
 //! full batch) becomes the **leader** if no leader is active: it takes everything staged, writes
-//! it as one frame, syncs if asked, updates the index in one transaction, and wakes the others.
+//! it as one frame (or as several of at most [`CommitConfig::frame_bytes`] when it is larger:
+//! each but the last marked `FLAG_CONTINUED`, so that recovery keeps an operation whole or not
+//! at all), syncs if asked, updates the index in one transaction, and wakes the others.
 //! Appenders that arrive while the leader works stage their records for the next leader, so
 //! under load each `fdatasync` covers many appends (raft-engine's write barrier).
 //!
@@ -30,6 +32,10 @@ pub(crate) struct CommitConfig {
     pub compress_threshold: usize,
     pub zstd_level: i32,
     pub checkpoint_bytes: u64,
+    /// The payload size a frame is filled to (a record larger than this goes alone).
+    pub frame_bytes: usize,
+    /// The largest record accepted (`Config::max_frame_bytes`): no frame exceeds it.
+    pub max_record_bytes: usize,
 }
 
 /// The segment being written.
@@ -45,6 +51,8 @@ pub(crate) struct Active {
     /// truncation of it) may exist only in the page cache, so it is synced before anything
     /// is written after it or the store moves to the next segment.
     pub unverified: bool,
+    /// Never appended to (a segment of an older format version): the next frame rolls over.
+    pub sealed: bool,
 }
 
 impl Active {
@@ -66,7 +74,8 @@ impl Active {
 struct StagedEvent {
     session: u64,
     seq: Seq,
-    record_offset: u32,
+    /// Offset of the record in the staged bytes.
+    record_offset: usize,
 }
 
 #[derive(Debug, Default)]
@@ -74,6 +83,69 @@ struct Staged {
     raw: Vec<u8>,
     events: Vec<StagedEvent>,
     ops: Vec<IndexOp>,
+    /// The end offset (in `raw`) of every record, ascending.
+    record_ends: Vec<usize>,
+    /// The end offset of every staged operation (one [`Committer::stage`] call): a frame that
+    /// ends anywhere else is marked continued.
+    op_ends: Vec<usize>,
+}
+
+/// One frame of a leader's batch: `raw[start..end]`, continued when an operation spans the cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FramePlan {
+    start: usize,
+    end: usize,
+    /// The cut after this frame falls inside an operation.
+    continued: bool,
+    /// The cut before this frame fell inside an operation.
+    continuation: bool,
+}
+
+impl FramePlan {
+    fn flags(&self) -> u8 {
+        let mut flags = 0;
+        if self.continued {
+            flags |= frame::FLAG_CONTINUED;
+        }
+        if self.continuation {
+            flags |= frame::FLAG_CONTINUATION;
+        }
+        flags
+    }
+}
+
+impl Staged {
+    /// Cuts the staged records into frames of at most `frame_bytes` payload bytes (a larger
+    /// record goes alone), cutting only between records.
+    fn plan(&self, frame_bytes: usize) -> Vec<FramePlan> {
+        let mut frames: Vec<FramePlan> = Vec::new();
+        let mut start = 0usize;
+        let mut end = 0usize;
+        let mut continuation = false;
+        for &record_end in &self.record_ends {
+            if end > start && record_end - start > frame_bytes {
+                let continued = self.op_ends.binary_search(&end).is_err();
+                frames.push(FramePlan {
+                    start,
+                    end,
+                    continued,
+                    continuation,
+                });
+                continuation = continued;
+                start = end;
+            }
+            end = record_end;
+        }
+        if end > start {
+            frames.push(FramePlan {
+                start,
+                end,
+                continued: false,
+                continuation,
+            });
+        }
+        frames
+    }
 }
 
 /// A staged event record: its encoding and, for reads before it is indexed, the session
@@ -243,14 +315,30 @@ impl Committer {
 
     /// Stages records, index operations and rows, all or nothing, into the next frame.
     /// Returns the LSN of the last record (the current LSN when there is none).
+    /// A record larger than the frame limit is refused before anything is staged.
     pub(crate) fn stage(&self, stage: Stage) -> Result<u64, AppendError> {
+        if let Some((bytes, event)) = stage
+            .records
+            .iter()
+            .find(|(bytes, _)| bytes.len() > self.config.max_record_bytes)
+        {
+            return Err(AppendError::RecordTooLarge {
+                kind: event
+                    .as_ref()
+                    .map_or_else(|| "session record".to_owned(), |(_, e)| e.kind.clone()),
+                size: bytes.len() as u64,
+                limit: self.config.max_record_bytes as u64,
+            });
+        }
         let mut st = self.lock();
         if let Some(f) = &st.failed {
             return Err(AppendError::PreviousIo(f.clone()));
         }
         for (bytes, event) in stage.records {
-            let record_offset = st.staged.raw.len() as u32;
+            let record_offset = st.staged.raw.len();
             st.staged.raw.extend_from_slice(&bytes);
+            let end = st.staged.raw.len();
+            st.staged.record_ends.push(end);
             if let Some((session, event)) = event {
                 st.staged.events.push(StagedEvent {
                     session,
@@ -260,6 +348,10 @@ impl Committer {
                 st.pending.insert((session, event.seq), event);
             }
             st.staged_lsn += 1;
+        }
+        let end = st.staged.raw.len();
+        if st.staged.op_ends.last() != Some(&end) {
+            st.staged.op_ends.push(end);
         }
         st.staged.ops.extend(stage.ops);
         for row in stage.rows {
@@ -437,39 +529,23 @@ impl Committer {
         let mut written = 0u64;
         if !staged.raw.is_empty() {
             self.sync_deferred_dirs()?;
-            let bytes =
-                lock_encoder(&self.encoder).encode(&staged.raw, self.config.compress_threshold);
-            let needs_roll = match active {
-                None => true,
-                Some(a) => {
-                    a.len > SEGMENT_HEADER_LEN
-                        && a.len + bytes.len() as u64 > self.config.segment_bytes
-                }
-            };
-            if needs_roll {
-                if let Some(mut old) = active.take() {
-                    old.verify()?;
-                    if old.synced_len < old.len {
-                        sync_or_cut(&mut old)?;
-                    }
-                }
-                let number = next_segment;
-                let file = self.segments.create(number)?;
-                *active = Some(Active {
-                    number,
-                    file,
-                    len: SEGMENT_HEADER_LEN,
-                    last_frame: None,
-                    synced_len: SEGMENT_HEADER_LEN,
-                    unverified: false,
-                });
-            }
-            let Some(a) = active.as_mut() else {
-                return Err(AppendError::PreviousIo("no active segment".into()));
-            };
+        }
+        let plans = staged.plan(self.config.frame_bytes);
+        let mut events = staged.events.iter().peekable();
+        for plan in plans {
+            let raw = staged
+                .raw
+                .get(plan.start..plan.end)
+                .ok_or_else(|| AppendError::PreviousIo("staged records out of bounds".into()))?;
+            let bytes = lock_encoder(&self.encoder).encode(
+                raw,
+                self.config.compress_threshold,
+                plan.flags(),
+            );
+            let a = self.writable_segment(active, next_segment, bytes.len() as u64)?;
             // At most one frame is ever unsynced: the page cache may write frames back in
             // any order, and a lost frame followed by a surviving one would read as
-            // corruption instead of a torn tail.
+            // corruption instead of a torn tail (or a torn operation).
             a.verify()?;
             if a.synced_len < a.len {
                 sync_or_cut(a)?;
@@ -477,16 +553,18 @@ impl Committer {
             let offset = a.len;
             if let Err(e) = a.file.write_all_at(&bytes, offset) {
                 // Cut the partial frame, durably (best effort): a cut left in the page cache
-                // could vanish in a power loss after the next process moved on.
+                // could vanish in a power loss after the next process moved on. Earlier frames
+                // of a continued operation stay; recovery cuts an operation without its end.
                 let _ = a.file.set_len(a.synced_len);
                 let _ = a.file.sync_data();
                 return Err(e.into());
             }
             a.len += bytes.len() as u64;
             a.last_frame = Some(offset);
-            written = bytes.len() as u64;
-            let frame_len = bytes.len() as u32;
-            for e in &staged.events {
+            written += bytes.len() as u64;
+            let frame_len = u32::try_from(bytes.len())
+                .map_err(|_| AppendError::PreviousIo("frame over 4 GiB".into()))?;
+            while let Some(e) = events.next_if(|e| e.record_offset < plan.end) {
                 batch.events.push((
                     e.session,
                     e.seq,
@@ -494,15 +572,17 @@ impl Committer {
                         segment: a.number,
                         frame_offset: offset,
                         frame_len,
-                        record_offset: e.record_offset,
+                        record_offset: (e.record_offset - plan.start) as u32,
                     },
                 ));
             }
-            *watermark = Watermark {
-                segment: a.number,
-                end: a.len,
-                last_frame: offset,
-            };
+            if !plan.continued {
+                *watermark = Watermark {
+                    segment: a.number,
+                    end: a.len,
+                    last_frame: offset,
+                };
+            }
         }
         if sync
             && let Some(a) = active.as_mut()
@@ -521,6 +601,50 @@ impl Committer {
             self.index.commit(batch, *watermark, durable_index)?;
         }
         Ok((written, durable_index, true))
+    }
+}
+
+impl Committer {
+    /// The active segment, rolled over first when a frame of `frame_len` bytes would not fit
+    /// (or when the active segment is of an older format version, which is never appended to).
+    fn writable_segment<'a>(
+        &self,
+        active: &'a mut Option<Active>,
+        next_segment: u64,
+        frame_len: u64,
+    ) -> Result<&'a mut Active, AppendError> {
+        let needs_roll = match active.as_ref() {
+            None => true,
+            Some(a) => {
+                a.sealed
+                    || (a.len > SEGMENT_HEADER_LEN && a.len + frame_len > self.config.segment_bytes)
+            }
+        };
+        if needs_roll {
+            let number = match active.take() {
+                Some(mut old) => {
+                    old.verify()?;
+                    if old.synced_len < old.len {
+                        sync_or_cut(&mut old)?;
+                    }
+                    next_segment.max(old.number + 1)
+                }
+                None => next_segment,
+            };
+            let file = self.segments.create(number)?;
+            *active = Some(Active {
+                number,
+                file,
+                len: SEGMENT_HEADER_LEN,
+                last_frame: None,
+                synced_len: SEGMENT_HEADER_LEN,
+                unverified: false,
+                sealed: false,
+            });
+        }
+        active
+            .as_mut()
+            .ok_or_else(|| AppendError::PreviousIo("no active segment".into()))
     }
 }
 

@@ -39,7 +39,7 @@ use crate::index::{Index, IndexOp, Location, NO_NODE, Run, SessionRow};
 use crate::json::{self, JsonLimits};
 use crate::log::Segments;
 use crate::log::frame::FrameLimits;
-use crate::log::record::{EventRecord, Record};
+use crate::log::record::Record;
 use crate::log::scan::{self, BadFrame, RecoveryMode};
 use crate::log::segment::{SEGMENT_HEADER_LEN, SEGMENTS_DIR};
 use crate::projection::{Checkpoint, CheckpointPolicy, ProjectionSet, SessionProjections};
@@ -85,7 +85,8 @@ pub struct Config {
     pub segment_bytes: u64,
     /// Largest `data` text of one event. Default 16 MiB.
     pub max_event_bytes: u64,
-    /// Largest frame accepted when reading (no allocation exceeds it). Default 256 MiB.
+    /// Largest frame written or accepted when reading (no allocation exceeds it); a record
+    /// larger than this is refused. Default 256 MiB.
     pub max_frame_bytes: u32,
     /// In `Buffered` mode, staged records are written once they reach this size. Default 1 MiB.
     pub batch_bytes: usize,
@@ -292,6 +293,8 @@ impl Store {
                     compress_threshold: config.compress_threshold,
                     zstd_level: config.zstd_level,
                     checkpoint_bytes: config.checkpoint_bytes,
+                    frame_bytes: FRAME_BYTES.min(config.max_frame_bytes as usize),
+                    max_record_bytes: config.max_frame_bytes as usize,
                 },
                 recovered.active,
                 recovered.next_segment,
@@ -486,6 +489,7 @@ impl Store {
             header: header.clone(),
         };
         let bytes = encode(&record)?;
+        self.check_fits(&bytes, "session record")?;
         let rows = registry
             .create(number, header.clone(), None)
             .map_err(|_| AppendError::SessionExists(header.id.clone()))?;
@@ -508,7 +512,8 @@ impl Store {
 
     /// Imports a whole stored session (e.g. read from a dsh file): validates it the way
     /// dsh's loader does (format version, vocabulary, legacy shapes, envelope, surface; not
-    /// the turn/step invariants), then writes it. Nothing is written when validation fails.
+    /// the turn/step invariants), then writes it as one operation: after a crash at any byte
+    /// the session is either absent or complete. Nothing is written when validation fails.
     /// The session's later appends enforce `invariants` (default: the store's setting).
     pub fn import_session(
         &self,
@@ -544,6 +549,12 @@ impl Store {
         state.set_invariant_mode(invariants.unwrap_or(self.config.invariants));
         let mut registry = self.registry_mut();
         let number = registry.next_number();
+        // Encode (and size-check) every record before anything changes.
+        let mut event_records = Vec::with_capacity(events.len());
+        for e in events {
+            let bytes = self.encode_event_checked(number, &e)?;
+            event_records.push((bytes, Some((number, Arc::new(e)))));
+        }
         let mut rows = registry
             .create(number, header.clone(), None)
             .map_err(|_| AppendError::SessionExists(id.clone()))?;
@@ -554,7 +565,8 @@ impl Store {
             })?,
             None,
         )];
-        for e in &events {
+        for (_, e) in &event_records {
+            let Some((_, e)) = e else { continue };
             registry
                 .event(number, e.seq, e.time, e.data.len())
                 .map_err(|err| AppendError::WrongSeq {
@@ -594,28 +606,10 @@ impl Store {
             number,
             &mut projections,
         ));
-        // Large imports go out in several frames (a frame holds at most IMPORT_FRAME_BYTES
-        // of records); the index rows and surface land with the last one.
-        let mut lsn = 0;
-        let mut pending = 0usize;
-        for e in events {
-            let bytes = encode(&Record::Event {
-                session: number,
-                event: EventRecord::from(e.clone()),
-            })?;
-            pending += bytes.len();
-            records.push((bytes, Some((number, Arc::new(e)))));
-            if pending >= IMPORT_FRAME_BYTES {
-                lsn = committer.stage(Stage {
-                    records: std::mem::take(&mut records),
-                    ops: Vec::new(),
-                    rows: Vec::new(),
-                })?;
-                committer.commit(lsn, Goal::Written, false)?;
-                pending = 0;
-            }
-        }
-        lsn = lsn.max(committer.stage(Stage { records, ops, rows })?);
+        // The whole session is one operation: the committer writes it as one frame or as
+        // several continued frames, which recovery keeps whole or not at all.
+        records.extend(event_records);
+        let lsn = committer.stage(Stage { records, ops, rows })?;
         drop(registry);
         let core = self.core(number);
         let mut core = lock(&core);
@@ -634,7 +628,10 @@ impl Store {
     }
 
     /// Appends events to a session atomically: all are validated first, then staged together
-    /// into one frame; on any error nothing is written and nothing changes.
+    /// as one operation (one frame, or continued frames when larger than a frame; recovery
+    /// keeps an operation whole or drops it); on any error nothing is written and nothing
+    /// changes. A record larger than `Config::max_frame_bytes` is refused
+    /// ([`AppendError::RecordTooLarge`]).
     pub fn append_batch(&self, session: &str, events: Vec<Event>) -> Result<Receipt, AppendError> {
         let number = self
             .number_of(session)
@@ -685,7 +682,7 @@ impl Store {
                 .map_err(|e| semantics(expected, e.to_string()))?;
             if !batched {
                 // A single event: encode before applying, so an encoding error changes nothing.
-                records.push(encode_event(number, &event)?);
+                records.push(self.encode_event_checked(number, &event)?);
             }
             let applied = state
                 .apply(plan)
@@ -695,7 +692,7 @@ impl Store {
             }
             checkpoint_due |= event.kind == "turn/end";
             if batched {
-                records.push(encode_event(number, &event)?);
+                records.push(self.encode_event_checked(number, &event)?);
             }
             planned.push(event);
         }
@@ -1078,11 +1075,16 @@ impl Store {
                     durable: true,
                 })
             }
-            Durability::Group { .. } => Ok(Receipt {
-                seq,
-                lsn,
-                durable: committer.is_durable(lsn),
-            }),
+            Durability::Group { .. } => {
+                if committer.staged_bytes() >= GROUP_BACKPRESSURE_BYTES {
+                    committer.commit(lsn, Goal::Written, false)?;
+                }
+                Ok(Receipt {
+                    seq,
+                    lsn,
+                    durable: committer.is_durable(lsn),
+                })
+            }
             Durability::Buffered => {
                 if committer.staged_bytes() >= self.config.batch_bytes {
                     committer.commit(lsn, Goal::Written, false)?;
@@ -1118,6 +1120,25 @@ impl Store {
     pub fn checkpoint(&self) -> Result<(), AppendError> {
         let c = self.committer()?;
         c.commit(c.staged_lsn(), Goal::Durable, true)
+    }
+
+    /// Encodes an event record, refusing one that would not fit in a frame.
+    fn encode_event_checked(&self, number: u64, event: &Event) -> Result<Vec<u8>, AppendError> {
+        let bytes = encode_event(number, event)?;
+        self.check_fits(&bytes, &event.kind)?;
+        Ok(bytes)
+    }
+
+    /// Refuses an encoded record that would not fit in a frame (`kind` names it).
+    pub(crate) fn check_fits(&self, record: &[u8], kind: &str) -> Result<(), AppendError> {
+        if record.len() > self.config.max_frame_bytes as usize {
+            return Err(AppendError::RecordTooLarge {
+                kind: kind.to_owned(),
+                size: record.len() as u64,
+                limit: u64::from(self.config.max_frame_bytes),
+            });
+        }
+        Ok(())
     }
 
     fn validate_event(
@@ -1642,8 +1663,13 @@ pub(crate) fn projection_ops(
     ops
 }
 
-/// Records per frame when importing a large session.
-const IMPORT_FRAME_BYTES: usize = 8 << 20;
+/// The payload size frames are filled to; a batch or import larger than this is written as
+/// several frames, committed as one operation (`FLAG_CONTINUED`).
+const FRAME_BYTES: usize = 8 << 20;
+
+/// In `Group` mode, an appender that finds this many bytes staged writes them itself before
+/// returning (backpressure: the staged bytes stay bounded when the disk is slow).
+const GROUP_BACKPRESSURE_BYTES: usize = 4 * FRAME_BYTES;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())

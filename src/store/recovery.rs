@@ -29,9 +29,14 @@ pub struct RecoveryReport {
     pub truncated: Option<BadFrame>,
     /// Bad frames skipped (salvage mode).
     pub skipped_frames: Vec<BadFrame>,
-    /// Events dropped because their session had a gap before them (salvage mode):
-    /// (session id, seq, frame position).
+    /// Events dropped (salvage mode) because their session had a gap before them, their
+    /// session's creation record was lost, or a damaged frame interrupted their operation:
+    /// (session id, or `session number N` when the id was lost with its creation record; seq;
+    /// frame position). See [`RecoveryReport::dropped_ranges`].
     pub dropped_events: Vec<(String, Seq, LogPosition)>,
+    /// Frames of an operation cut at the tail because its last frame never reached the log
+    /// (part of `truncated`).
+    pub torn_operation_frames: u64,
     /// True when the index disagreed with the log and was rebuilt from scratch.
     pub index_rebuilt: bool,
     /// Why the index was rebuilt.
@@ -41,6 +46,27 @@ pub struct RecoveryReport {
     /// Sessions whose state could not be replayed after recovery (session id, error); the
     /// error returns when the session is used (e.g. a damaged frame behind the watermark).
     pub catch_up_failures: Vec<(String, String)>,
+}
+
+impl RecoveryReport {
+    /// [`RecoveryReport::dropped_events`] as ranges: (session, first seq, last seq), one per
+    /// run of consecutive seqs of a session, in the order they were dropped.
+    pub fn dropped_ranges(&self) -> Vec<(String, Seq, Seq)> {
+        let mut ranges: Vec<(String, Seq, Seq)> = Vec::new();
+        for (id, seq, _) in &self.dropped_events {
+            if let Some(last) = ranges
+                .iter_mut()
+                .rev()
+                .find(|(rid, _, _)| rid == id)
+                .filter(|(_, _, end)| end.checked_add(1) == Some(*seq))
+            {
+                last.2 = *seq;
+            } else {
+                ranges.push((id.clone(), *seq, *seq));
+            }
+        }
+        ranges
+    }
 }
 
 /// Everything the store needs after recovery.
@@ -95,7 +121,10 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
                 .enumerate()
                 .all(|(i, &b)| b == expected[i] || b == 0);
         match segment::check_header(&head, n) {
-            HeaderCheck::Valid => good.push(n),
+            HeaderCheck::Valid { version } => {
+                segments.set_version(n, version);
+                good.push(n);
+            }
             _ if torn_creation => {
                 // Created, but its header never fully reached the disk: a crash mid-roll.
                 if writable {
@@ -196,11 +225,32 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
     let mut overlay = Vec::new();
     let mut dirty: BTreeSet<u64> = BTreeSet::new();
     let mut running = watermark;
+    let salvage = mode == RecoveryMode::SalvageSkippingBadFrames;
     let mut visit = |frame: ScannedFrame| -> Result<(), OpenError> {
-        let records = Record::decode_all(&frame.payload).map_err(|e| OpenError::Corruption {
-            position: frame.position,
-            reason: format!("frame passes its CRC but its records do not decode: {e}"),
-        })?;
+        let records = match Record::decode_all(&frame.payload) {
+            Ok(records) => records,
+            Err(_) if frame.dropped => return Ok(()),
+            Err(e) => {
+                return Err(OpenError::Corruption {
+                    position: frame.position,
+                    reason: format!("frame passes its CRC but its records do not decode: {e}"),
+                });
+            }
+        };
+        if frame.dropped {
+            // A valid frame of an operation a damaged frame interrupted (salvage): name what
+            // it held, index none of it.
+            for (_, record) in records {
+                if let Record::Event { session, event } = record {
+                    let id = registry.get(session).map_or_else(
+                        || format!("session number {session}"),
+                        |r| r.header.id.clone(),
+                    );
+                    report.dropped_events.push((id, event.seq, frame.position));
+                }
+            }
+            return Ok(());
+        }
         let corrupt = |reason: String| OpenError::Corruption {
             position: frame.position,
             reason,
@@ -219,12 +269,22 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
                     seed_length,
                     header,
                 } => {
+                    if salvage && registry.get(parent).is_none() {
+                        // The parent's creation was lost: the fork cannot be read.
+                        report
+                            .dropped_events
+                            .push((header.id.clone(), 0, frame.position));
+                        continue;
+                    }
                     let rows = registry
                         .create(session, header, Some((parent, seed_length)))
                         .map_err(|e| corrupt(e.to_string()))?;
                     dirty.extend(rows.iter().map(|r| r.number));
                 }
                 Record::DeleteSession { session } => {
+                    if salvage && registry.get(session).is_none() {
+                        continue;
+                    }
                     let (ops, rows) = registry
                         .delete(session)
                         .map_err(|e| corrupt(e.to_string()))?;
@@ -243,12 +303,17 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
                     let data_len = event.data.len();
                     match registry.event(session, event.seq, event.time, data_len) {
                         Ok(_) => {}
-                        Err(e @ super::registry::RegistryError::Gap { .. })
-                            if mode == RecoveryMode::SalvageSkippingBadFrames =>
-                        {
-                            if let super::registry::RegistryError::Gap { id, got, .. } = e {
-                                report.dropped_events.push((id, got, frame.position));
-                            }
+                        Err(super::registry::RegistryError::Gap { id, got, .. }) if salvage => {
+                            report.dropped_events.push((id, got, frame.position));
+                            continue;
+                        }
+                        Err(super::registry::RegistryError::Unknown(n)) if salvage => {
+                            // Its creation record was in a damaged frame.
+                            report.dropped_events.push((
+                                format!("session number {n}"),
+                                event.seq,
+                                frame.position,
+                            ));
                             continue;
                         }
                         Err(e) => return Err(corrupt(e.to_string())),
@@ -274,7 +339,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
             end: frame.position.offset + u64::from(frame.frame_len),
             last_frame: frame.position.offset,
         };
-        if writable && batch.events.len() >= 65_536 {
+        if writable && !frame.continued && batch.events.len() >= 65_536 {
             flush_rows(&mut batch, &mut dirty, &registry);
             index.commit(&batch, running, false)?;
             batch = IndexBatch::default();
@@ -284,20 +349,24 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
     let scan_report = scan::scan(segments, &numbers, from, mode, &limits, &mut visit)?;
     report.frames_scanned = scan_report.frames;
     report.skipped_frames = scan_report.skipped.clone();
+    report.torn_operation_frames = scan_report.torn_operation_frames;
 
-    // Truncate a torn tail.
+    // Truncate a torn tail: a torn frame, or an operation whose last frame is missing (which
+    // may have started in an earlier segment: the later segments hold only its frames).
     let mut end = scan_report.end;
     if let Some(torn) = &scan_report.torn_tail {
+        let cut = torn.position;
         if writable {
-            let path = segments.path(torn.position.segment);
-            let file = segments
-                .file(torn.position.segment)
-                .map_err(io(path.clone()))?;
-            file.set_len(torn.position.offset)
-                .map_err(io(path.clone()))?;
+            let path = segments.path(cut.segment);
+            let file = segments.file(cut.segment).map_err(io(path.clone()))?;
+            for &n in numbers.iter().rev().filter(|&&n| n > cut.segment) {
+                segments.remove(n).map_err(io(segments.path(n)))?;
+            }
+            file.set_len(cut.offset).map_err(io(path.clone()))?;
             file.sync_data().map_err(io(path))?;
         }
-        end = torn.position;
+        numbers.retain(|&n| n <= cut.segment);
+        end = cut;
         report.truncated = Some(torn.clone());
     }
     let changed = scan_report.frames > 0
@@ -345,6 +414,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
                 // committer before its first write (`unverified`).
                 synced_len: len,
                 unverified: !changed,
+                sealed: segments.version(n) < segment::FORMAT_VERSION,
             })
         }
         _ => None,
