@@ -5,7 +5,7 @@
 //! `<root>/<project key>/<encoded id>/session.jsonl[.zstd]` layout or any other tree). The format
 //! of each file is detected from its content, not its name.
 //!
-//! Rules (see `README-interop.md`):
+//! Rules (see `format-spec.md` §9.2):
 //! - dsh's load rules decide: what dsh's loader refuses is refused with dsh's reason, naming
 //!   the file and the line (JSONL) or row/seq (SQLite).
 //! - dsh's torn-tail rule is applied: the valid prefix is imported and the report says what
@@ -13,6 +13,10 @@
 //! - All or nothing: every session of every source is read and validated before the first one
 //!   is written, so a refused source leaves the store unchanged. (Each session is then written
 //!   atomically by [`Store::import_session`].)
+//! - Streaming: validation keeps only a fingerprint of each session and the sessions are read
+//!   again for writing, so memory is bounded by the largest session, not by the input. A source
+//!   that reads differently the second time is refused ([`FileImportError::Changed`]); the
+//!   sessions written before it stay.
 //! - The source is only ever opened for reading.
 //! - Each event keeps the envelope key order and packed-row layout of its file, and the first
 //!   event of every zstd frame (dsh append batch) is marked [`Layout::batch_start`](crate::event::Layout::batch_start), so an
@@ -729,8 +733,9 @@ fn location_in(message: &str, events: &[Event]) -> Option<String> {
 ///
 /// All sessions are read and validated first (dsh's load rules, ids new to the store and
 /// unique among the sources); if anything is refused, the error lists every problem and the
-/// store is unchanged. Then each session is written with [`Store::import_session`]. Sources
-/// are never modified. `progress` is called after each session of each phase.
+/// store is unchanged. Then each session is read again and written with
+/// [`Store::import_session`] (see [`import_sources`]). Sources are never modified. `progress`
+/// is called after each session of each phase.
 pub fn import_paths(
     store: &Store,
     paths: &[PathBuf],
