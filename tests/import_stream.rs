@@ -265,7 +265,7 @@ fn a_source_changed_between_the_passes_is_refused_and_earlier_sessions_stay() {
     // dsh appends a turn to "b" while the import runs.
     let err = import_changing(
         &store,
-        &[root.clone()],
+        std::slice::from_ref(&root),
         &ImportOptions::default(),
         &mut || {
             std::fs::write(&files[1], session("b", 4, 100)).unwrap();
@@ -308,10 +308,13 @@ fn a_source_changed_between_the_passes_is_refused_and_earlier_sessions_stay() {
     assert_eq!(store.len("c"), Some(9));
 }
 
+/// A name, a change made to a source file, and what the error's detail then says.
+type Change = (&'static str, fn(&Path), &'static str);
+
 #[test]
 fn every_kind_of_change_between_the_passes_is_caught() {
     let _serial = serial();
-    let cases: [(&str, fn(&Path), &str); 4] = [
+    let cases: [Change; 4] = [
         // Same length and event count, one byte of a message differs: only the CRC tells.
         (
             "a byte",
@@ -447,7 +450,7 @@ fn reports_survive_the_second_read() {
     let store = open(tmp.path(), "store");
     let report = import_paths(
         &store,
-        &[root.clone()],
+        std::slice::from_ref(&root),
         &ImportOptions::default(),
         &mut |_| {},
     )

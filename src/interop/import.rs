@@ -430,7 +430,7 @@ pub enum FileImportError {
     /// (sessions are read twice unless they fit in [`ImportOptions::hold_bytes`]). The session
     /// was not written; sessions written before it stay.
     #[error(
-        "{}: session \"{session}\" was not imported: the file changed during the import ({detail}); once nothing writes to it, run the import again (with --skip-existing if sessions were imported before this one)",
+        "{}: session \"{session}\" was not imported: the file changed during the import: {detail}; once nothing writes to it, run the import again (with --skip-existing if sessions were imported before this one)",
         path.display()
     )]
     Changed {
