@@ -5,7 +5,7 @@
 //! `<root>/<project key>/<encoded id>/session.jsonl[.zstd]` layout or any other tree). The format
 //! of each file is detected from its content, not its name.
 //!
-//! Rules (see `README-interop.md`):
+//! Rules (see `format-spec.md` §9.2):
 //! - dsh's load rules decide: what dsh's loader refuses is refused with dsh's reason, naming
 //!   the file and the line (JSONL) or row/seq (SQLite).
 //! - dsh's torn-tail rule is applied: the valid prefix is imported and the report says what
@@ -13,6 +13,10 @@
 //! - All or nothing: every session of every source is read and validated before the first one
 //!   is written, so a refused source leaves the store unchanged. (Each session is then written
 //!   atomically by [`Store::import_session`].)
+//! - Streaming: validation keeps only a fingerprint of each session and the sessions are read
+//!   again for writing, so memory is bounded by the largest session, not by the input. A source
+//!   that reads differently the second time is refused ([`FileImportError::Changed`]); the
+//!   sessions written before it stay.
 //! - The source is only ever opened for reading.
 //! - Each event keeps the envelope key order and packed-row layout of its file, and the first
 //!   event of every zstd frame (dsh append batch) is marked [`Layout::batch_start`](crate::event::Layout::batch_start), so an
@@ -65,8 +69,9 @@ pub const DIRECTORY_SUFFIXES: [&str; 7] = [
 ];
 
 /// Sessions held in memory between validation and writing, at most this many bytes of event
-/// data; beyond it, sources are read a second time for writing.
-pub const DEFAULT_HOLD_BYTES: u64 = 256 << 20;
+/// data; the others are read a second time for writing. 0: every session of a multi-session
+/// import is read again, so memory is bounded by the largest session, not by the input.
+pub const DEFAULT_HOLD_BYTES: u64 = 0;
 
 /// A source file's format, as detected from its first bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -215,7 +220,9 @@ pub struct ImportOptions {
     pub skip_existing: bool,
     /// Invariant enforcement for later appends to the imported sessions (`None`: the store's).
     pub invariants: Option<InvariantMode>,
-    /// See [`DEFAULT_HOLD_BYTES`].
+    /// Event bytes (type and data) that may be kept in memory between validating and writing,
+    /// to save reading those sessions twice; see [`DEFAULT_HOLD_BYTES`]. Peak memory is about
+    /// the largest session plus this.
     pub hold_bytes: u64,
 }
 
@@ -313,6 +320,11 @@ pub struct ImportReport {
     pub sessions: Vec<ImportedSession>,
     /// Sessions skipped because their id exists ([`ImportOptions::skip_existing`]): id and file.
     pub skipped: Vec<(String, PathBuf)>,
+    /// The most events held in memory at once (sessions are read one at a time: with the
+    /// default [`ImportOptions::hold_bytes`] this is the largest session's event count).
+    pub peak_held_events: u64,
+    /// The most event bytes (type and data) held in memory at once.
+    pub peak_held_bytes: u64,
 }
 
 impl ImportReport {
@@ -414,15 +426,18 @@ pub enum FileImportError {
         /// The second.
         second: PathBuf,
     },
-    /// A source changed between validation and writing (it is read twice when the sessions
-    /// do not fit in [`ImportOptions::hold_bytes`]).
+    /// A source read differently when it was read again for writing than when it was checked
+    /// (sessions are read twice unless they fit in [`ImportOptions::hold_bytes`]). The session
+    /// was not written; sessions written before it stay.
     #[error(
-        "{}: the file changed during the import ({detail}); import it again when nothing writes to it",
+        "{}: session \"{session}\" was not imported: the file changed during the import: {detail}; once nothing writes to it, run the import again (with --skip-existing if sessions were imported before this one)",
         path.display()
     )]
     Changed {
         /// The file.
         path: PathBuf,
+        /// The session (as it was when checked).
+        session: String,
         /// What changed.
         detail: String,
     },
@@ -718,8 +733,9 @@ fn location_in(message: &str, events: &[Event]) -> Option<String> {
 ///
 /// All sessions are read and validated first (dsh's load rules, ids new to the store and
 /// unique among the sources); if anything is refused, the error lists every problem and the
-/// store is unchanged. Then each session is written with [`Store::import_session`]. Sources
-/// are never modified. `progress` is called after each session of each phase.
+/// store is unchanged. Then each session is read again and written with
+/// [`Store::import_session`] (see [`import_sources`]). Sources are never modified. `progress`
+/// is called after each session of each phase.
 pub fn import_paths(
     store: &Store,
     paths: &[PathBuf],
@@ -731,6 +747,14 @@ pub fn import_paths(
 }
 
 /// [`import_paths`] for already discovered sources.
+///
+/// Two passes, so that memory is bounded by the largest session rather than by the input:
+/// pass 1 reads and validates the sessions one at a time and keeps of each only a summary (id,
+/// fingerprint of its content); pass 2 reads each session again and writes it. A session whose
+/// source reads differently in pass 2 (changed, gone, or now refused) is not written and the
+/// import stops with [`FileImportError::Changed`]; the sessions written before it stay. Up to
+/// [`ImportOptions::hold_bytes`] of event data (and a single-session import) is kept between the
+/// passes instead of being read again.
 pub fn import_sources(
     store: &Store,
     sources: &[Source],
@@ -743,65 +767,68 @@ pub fn import_sources(
     let mut errors = Vec::new();
     let mut seen: HashMap<String, PathBuf> = HashMap::new();
     let mut readers = Readers::default();
-    // Pass 1: read and validate everything; keep sessions in memory while the budget allows.
-    let mut held: Vec<Option<ReadSession>> = Vec::with_capacity(items.len());
-    let mut skip: Vec<bool> = Vec::with_capacity(items.len());
-    let mut ids: Vec<String> = Vec::with_capacity(items.len());
+    let mut held = Held::default();
+    // Pass 1: read and validate everything, one session at a time.
+    let mut checked: Vec<Option<Checked>> = Vec::with_capacity(items.len());
     let mut budget = options.hold_bytes;
     for (i, item) in items.iter().enumerate() {
         let path = item.path();
-        let mut keep = None;
-        let mut skipped = false;
-        let mut read_id = String::new();
-        match readers.read(item, options) {
-            Err(e) => errors.push(e),
-            Ok(s) => {
-                let id = s.header.id.clone();
-                read_id.clone_from(&id);
-                if let Some(first) = seen.get(&id) {
-                    errors.push(FileImportError::Duplicate {
-                        session: id.clone(),
-                        first: first.clone(),
-                        second: path.to_owned(),
-                    });
+        let s = match readers.read(item, options) {
+            Ok(s) => s,
+            Err(e) => {
+                errors.push(e);
+                checked.push(None);
+                continue;
+            }
+        };
+        let size = held.take(&s);
+        let id = s.header.id.clone();
+        let mut summary = Checked {
+            id: id.clone(),
+            skip: false,
+            fingerprint: Fingerprint::of(&s),
+            held: None,
+        };
+        if let Some(first) = seen.get(&id) {
+            errors.push(FileImportError::Duplicate {
+                session: id.clone(),
+                first: first.clone(),
+                second: path.to_owned(),
+            });
+        } else {
+            seen.insert(id.clone(), path.to_owned());
+            if store.len(&id).is_some() {
+                if options.skip_existing {
+                    report.skipped.push((id.clone(), path.to_owned()));
+                    summary.skip = true;
                 } else {
-                    seen.insert(id.clone(), path.to_owned());
-                    if store.len(&id).is_some() {
-                        if options.skip_existing {
-                            report.skipped.push((id.clone(), path.to_owned()));
-                            skipped = true;
-                        } else {
-                            errors.push(FileImportError::Exists {
-                                path: path.to_owned(),
-                                session: id.clone(),
-                            });
-                        }
-                    } else if let Err(e) = if total > 1 {
-                        validate(store, path, &s)
-                    } else {
-                        Ok(())
-                    } {
-                        // (A single session is validated by the import itself, atomically.)
-                        errors.push(e);
-                    } else {
-                        let size: u64 = s.events.iter().map(|e| e.data.len() as u64 + 64).sum();
-                        if size <= budget || total == 1 {
-                            budget = budget.saturating_sub(size);
-                            keep = Some(s);
-                        }
-                    }
+                    errors.push(FileImportError::Exists {
+                        path: path.to_owned(),
+                        session: id.clone(),
+                    });
                 }
-                progress(ImportProgress {
-                    phase: "checking",
-                    done: i as u64 + 1,
-                    total,
-                    session: &id,
-                });
+            } else if let Err(e) = if total > 1 {
+                validate(store, path, &s)
+            } else {
+                Ok(())
+            } {
+                // (A single session is validated by the import itself, atomically.)
+                errors.push(e);
+            } else if (size.bytes <= budget && errors.is_empty()) || total == 1 {
+                budget = budget.saturating_sub(size.bytes);
+                summary.held = Some(s);
             }
         }
-        held.push(keep);
-        skip.push(skipped);
-        ids.push(read_id);
+        if summary.held.is_none() {
+            held.release(size);
+        }
+        progress(ImportProgress {
+            phase: "checking",
+            done: i as u64 + 1,
+            total,
+            session: &id,
+        });
+        checked.push(Some(summary));
     }
     if !errors.is_empty() {
         return Err(if errors.len() == 1 {
@@ -810,44 +837,64 @@ pub fn import_sources(
             FileImportError::Rejected { errors }
         });
     }
-    // Pass 2: write.
+    // Pass 2: write, reading again every session not held.
     let mut imported: Vec<String> = Vec::new();
-    for (i, (item, slot)) in items.iter().zip(held).enumerate() {
-        if skip[i] {
+    let stop = |imported: Vec<String>, e: FileImportError| {
+        if imported.is_empty() {
+            e
+        } else {
+            FileImportError::Partial {
+                imported,
+                source: Box::new(e),
+            }
+        }
+    };
+    for (i, (item, summary)) in items.iter().zip(checked).enumerate() {
+        let Some(summary) = summary else { continue };
+        if summary.skip {
             continue;
         }
         let path = item.path();
-        let s = match slot {
+        let s = match summary.held {
             Some(s) => s,
-            None => match readers.read(item, options) {
-                Ok(s) if s.header.id == ids[i] => s,
-                Ok(s) => {
-                    return Err(FileImportError::Partial {
-                        imported,
-                        source: Box::new(FileImportError::Changed {
-                            path: path.to_owned(),
-                            detail: format!(
-                                "it held session \"{}\" when checked and \"{}\" now",
-                                ids[i], s.header.id
-                            ),
-                        }),
-                    });
+            None => {
+                let changed = |detail: String| FileImportError::Changed {
+                    path: path.to_owned(),
+                    session: summary.id.clone(),
+                    detail,
+                };
+                match readers.read(item, options) {
+                    Ok(s) => {
+                        held.take(&s);
+                        let now = Fingerprint::of(&s);
+                        if now != summary.fingerprint {
+                            return Err(stop(
+                                imported,
+                                changed(summary.fingerprint.difference(
+                                    &summary.id,
+                                    &now,
+                                    &s.header.id,
+                                )),
+                            ));
+                        }
+                        s
+                    }
+                    Err(e) => {
+                        return Err(stop(
+                            imported,
+                            changed(format!("it no longer reads as when it was checked: {e}")),
+                        ));
+                    }
                 }
-                Err(e) => {
-                    return Err(FileImportError::Partial {
-                        imported,
-                        source: Box::new(e),
-                    });
-                }
-            },
+            }
         };
+        let size = Size::of(&s);
         let id = s.header.id.clone();
-        let events = s.events.len() as u64;
         let entry = ImportedSession {
             id: id.clone(),
             file: path.to_owned(),
             format: s.format.clone(),
-            events,
+            events: size.events,
             cut: s.cut.clone(),
             non_canonical_lines: s.non_canonical_lines.clone(),
         };
@@ -864,7 +911,9 @@ pub fn import_sources(
         } else {
             Vec::new()
         };
-        if let Err(source) = store.import_session(s.header, s.events, options.invariants) {
+        let result = store.import_session(s.header, s.events, options.invariants);
+        held.release(size);
+        if let Err(source) = result {
             let location = location_in(&source.to_string(), &layout);
             let e = FileImportError::Refused {
                 path: path.to_owned(),
@@ -872,14 +921,7 @@ pub fn import_sources(
                 location,
                 source: Box::new(source),
             };
-            return Err(if imported.is_empty() {
-                e
-            } else {
-                FileImportError::Partial {
-                    imported,
-                    source: Box::new(e),
-                }
-            });
+            return Err(stop(imported, e));
         }
         imported.push(id.clone());
         report.sessions.push(entry);
@@ -890,7 +932,104 @@ pub fn import_sources(
             session: &id,
         });
     }
+    report.peak_held_events = held.peak.events;
+    report.peak_held_bytes = held.peak.bytes;
     Ok(report)
+}
+
+/// What pass 1 keeps of a session it accepted.
+struct Checked {
+    id: String,
+    /// Skipped: the id is in the store and [`ImportOptions::skip_existing`] is set.
+    skip: bool,
+    fingerprint: Fingerprint,
+    /// The session itself, when it fits in [`ImportOptions::hold_bytes`].
+    held: Option<ReadSession>,
+}
+
+/// Events and event bytes (type and data) of a session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Size {
+    events: u64,
+    bytes: u64,
+}
+
+impl Size {
+    fn of(s: &ReadSession) -> Size {
+        Size {
+            events: s.events.len() as u64,
+            bytes: s
+                .events
+                .iter()
+                .map(|e| (e.data.len() + e.kind.len()) as u64)
+                .sum(),
+        }
+    }
+}
+
+/// The sessions in memory at once, and the most there ever were.
+#[derive(Default)]
+struct Held {
+    now: Size,
+    peak: Size,
+}
+
+impl Held {
+    fn take(&mut self, s: &ReadSession) -> Size {
+        let size = Size::of(s);
+        self.now.events += size.events;
+        self.now.bytes += size.bytes;
+        self.peak.events = self.peak.events.max(self.now.events);
+        self.peak.bytes = self.peak.bytes.max(self.now.bytes);
+        size
+    }
+
+    fn release(&mut self, size: Size) {
+        self.now.events = self.now.events.saturating_sub(size.events);
+        self.now.bytes = self.now.bytes.saturating_sub(size.bytes);
+    }
+}
+
+/// What a session read from a source amounts to: its size and a CRC-32 over everything that
+/// would be written or reported (header, every event with its layout, format, cut, notes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fingerprint {
+    size: Size,
+    crc: u32,
+}
+
+impl Fingerprint {
+    fn of(s: &ReadSession) -> Fingerprint {
+        use std::hash::Hash;
+        let mut h = crc32fast::Hasher::new();
+        s.header.hash(&mut h);
+        s.events.hash(&mut h);
+        s.format.hash(&mut h);
+        s.cut.as_ref().map(ToString::to_string).hash(&mut h);
+        s.non_canonical_lines.hash(&mut h);
+        Fingerprint {
+            size: Size::of(s),
+            crc: h.finalize(),
+        }
+    }
+
+    /// Says how `now` (read again, holding session `now_id`) differs from `self` (`id`).
+    fn difference(&self, id: &str, now: &Fingerprint, now_id: &str) -> String {
+        let (a, b) = (self.size, now.size);
+        if id != now_id {
+            format!("it held session \"{id}\" when it was checked and \"{now_id}\" now")
+        } else if a != b {
+            format!(
+                "\"{id}\" had {} events ({} bytes) when it was checked and has {} ({} bytes) now",
+                a.events, a.bytes, b.events, b.bytes
+            )
+        } else {
+            format!(
+                "the content of \"{id}\" differs from when it was checked (CRC-32 {:08x}, now {:08x})",
+                self.crc, now.crc
+            )
+        }
+    }
 }
 
 #[cfg(test)]
