@@ -467,3 +467,36 @@ fn salvage_drops_an_operation_interrupted_by_a_damaged_frame_and_names_it() {
         "the frames after it, and the later append after the gap: {ranges:?}"
     );
 }
+
+#[test]
+fn group_mode_appenders_write_staged_bytes_themselves_past_four_frames() {
+    // With a group timer that never fires, staged bytes would grow without bound; the
+    // backpressure writes them once four frames' worth (here 4 x 8 KiB) are staged.
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        durability: Durability::Group {
+            max_delay: std::time::Duration::from_secs(3600),
+        },
+        ..small_frames()
+    };
+    let store = Store::open(dir.path(), config).unwrap();
+    store.create_session(SessionHeader::new("a", 1)).unwrap();
+    let mut max_unwritten = 0u64;
+    let mut appended = 0u64;
+    for seq in 0..200 {
+        store.append("a", sized_event(seq, 1000)).unwrap();
+        appended += 1000;
+        let on_disk: u64 = segment_numbers(dir.path())
+            .into_iter()
+            .map(|n| std::fs::metadata(segment_path(dir.path(), n)).unwrap().len())
+            .sum();
+        max_unwritten = max_unwritten.max(appended.saturating_sub(on_disk));
+    }
+    assert!(
+        max_unwritten < 40 * 1024,
+        "at most four frames (and one event) stay staged: {max_unwritten} bytes"
+    );
+    store.close().unwrap();
+    let store = Store::open(dir.path(), small_frames()).unwrap();
+    assert_eq!(store.len("a"), Some(200));
+}

@@ -1076,7 +1076,9 @@ impl Store {
                 })
             }
             Durability::Group { .. } => {
-                if committer.staged_bytes() >= GROUP_BACKPRESSURE_BYTES {
+                let limit = GROUP_BACKPRESSURE_FRAMES
+                    * FRAME_BYTES.min(self.config.max_frame_bytes as usize);
+                if committer.staged_bytes() >= limit {
                     committer.commit(lsn, Goal::Written, false)?;
                 }
                 Ok(Receipt {
@@ -1667,9 +1669,9 @@ pub(crate) fn projection_ops(
 /// several frames, committed as one operation (`FLAG_CONTINUED`).
 const FRAME_BYTES: usize = 8 << 20;
 
-/// In `Group` mode, an appender that finds this many bytes staged writes them itself before
-/// returning (backpressure: the staged bytes stay bounded when the disk is slow).
-const GROUP_BACKPRESSURE_BYTES: usize = 4 * FRAME_BYTES;
+/// In `Group` mode, an appender that finds this many frames' worth of bytes staged writes them
+/// itself before returning (backpressure: the staged bytes stay bounded when the disk is slow).
+const GROUP_BACKPRESSURE_FRAMES: usize = 4;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
