@@ -298,7 +298,10 @@ pub fn run(turns: u64, sessions: u64) -> Result<(), Box<dyn std::error::Error>> 
     for info in sessions.iter().take(5) {
         crate::say!(
             "  {:<14} {:>7} events  surface {:>4}  replaced {:>3}x",
-            info.header.id, info.event_count, info.surface_len, info.replace_generation
+            info.header.id,
+            info.event_count,
+            info.surface_len,
+            info.replace_generation
         );
     }
     Ok(())

@@ -81,10 +81,9 @@ pub fn create_private_dir_all(path: &Path) -> io::Result<()> {
         let mut builder = std::fs::DirBuilder::new();
         builder.mode(PRIVATE_DIR_MODE);
         match builder.create(dir) {
-            Ok(()) => std::fs::set_permissions(
-                dir,
-                std::fs::Permissions::from_mode(PRIVATE_DIR_MODE),
-            )?,
+            Ok(()) => {
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(PRIVATE_DIR_MODE))?
+            }
             // Created concurrently by someone else: leave it as it is.
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {}
             Err(e) => return Err(e),

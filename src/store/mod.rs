@@ -1916,11 +1916,9 @@ fn validate_header(h: &SessionHeader) -> Result<(), AppendError> {
             reason: "session ids are at most 4096 bytes",
         });
     }
-    crate::session::header::validate_header_for_write(h).map_err(|e| {
-        AppendError::InvalidHeader {
-            id: h.id.clone(),
-            reason: e.to_string(),
-        }
+    crate::session::header::validate_header_for_write(h).map_err(|e| AppendError::InvalidHeader {
+        id: h.id.clone(),
+        reason: e.to_string(),
     })
 }
 
