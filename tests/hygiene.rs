@@ -862,6 +862,16 @@ fn read_commands_refuse_a_directory_that_is_not_a_store() {
             assert!(err.contains("--store"), "{args:?}: {err}");
         }
     }
+    // A file given as the store.
+    let file = plain.join("notes.txt");
+    let o = cli(&file, &["list"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("is not a directory"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
     assert_eq!(tree(&plain), vec!["notes.txt".to_owned()]);
     assert!(!missing.exists());
     assert!(!out.exists());

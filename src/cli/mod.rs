@@ -201,6 +201,13 @@ fn run(cli: Cli) -> CliResult {
 /// directory, or a directory with neither `segments/` nor `index.redb`. Read commands never
 /// create files.
 pub(crate) fn check_is_store(dir: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(format!(
+            "{} is not a directory, so not a sessionlog store; pass the store's directory with --store DIR (or set SESSIONLOG_STORE)",
+            human_path(dir)
+        )
+        .into());
+    }
     if !dir.is_dir() {
         return Err(format!(
             "store directory {} does not exist; pass --store DIR (or set SESSIONLOG_STORE), or create it with `sessionlog import`",
@@ -332,8 +339,12 @@ fn crash_writer(dir: &std::path::Path, threads: u64) -> Result<(), Box<dyn std::
                         return Err("a Sync append returned before it was durable".into());
                     }
                     let mut out = out.lock().unwrap_or_else(|p| p.into_inner());
-                    writeln!(out, "ack {t} {seq}").map_err(|e| e.to_string())?;
-                    out.flush().map_err(|e| e.to_string())?;
+                    match writeln!(out, "ack {t} {seq}").and_then(|()| out.flush()) {
+                        Ok(()) => {}
+                        // Nobody reads the acks any more: stop quietly.
+                        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+                        Err(e) => return Err(e.to_string()),
+                    }
                     seq += 1;
                 }
             })
