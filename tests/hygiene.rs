@@ -326,6 +326,37 @@ fn garbage_state_checkpoint_is_replayed() {
     }
 }
 
+#[test]
+fn garbage_state_checkpoint_is_replayed_by_a_read_only_open_after_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    store_with(&path, &[SessionHeader::new("a", 1)], 3, "hello");
+    // A writer appends a turn, writes it to the log and dies before indexing it.
+    let store = Store::open(&path, fast()).unwrap();
+    for e in turn(16, 4, "unindexed") {
+        store.append("a", e).unwrap();
+    }
+    store.flush().unwrap();
+    store.abandon();
+    assert!(damage_state(&path, &|_| vec![9; 20]) > 0);
+    let before = tree(&path);
+    let read_only = Config {
+        read_only: true,
+        ..Config::default()
+    };
+    let store = Store::open(&path, read_only).unwrap();
+    assert_eq!(store.len("a"), Some(21));
+    // The surface of a session whose tail is not indexed comes from its state: replayed.
+    let surface = store.surface("a").unwrap();
+    assert_eq!(surface, vec![2, 7, 12, 18]);
+    assert_eq!(store.replace_generation("a").unwrap(), 0);
+    let messages = store.messages("a").unwrap();
+    assert_eq!(messages.len(), 4);
+    assert!(messages[3].json.contains("unindexed"));
+    drop(store);
+    assert_eq!(tree(&path), before, "a read-only open changed the store");
+}
+
 // ---------------------------------------------------------------------------------------------
 // 8. A closed stdout ends every command quietly
 // ---------------------------------------------------------------------------------------------
