@@ -158,7 +158,11 @@ pub fn main() -> ExitCode {
     output::catch_closed_pipe_panics();
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli))) {
         Ok(Ok(code)) => code,
-        Ok(Err(e)) if output::is_stdout_closed(e.as_ref()) => ExitCode::SUCCESS,
+        // A closed stdout, met by `say!` or (in a thread) by a `println!` whose panic ended
+        // the command with an error.
+        Ok(Err(e)) if output::is_stdout_closed(e.as_ref()) || output::closed_pipe_panicked() => {
+            ExitCode::SUCCESS
+        }
         Ok(Err(e)) => {
             use std::io::Write;
             // Ids and paths in the message are escaped; a closed stderr is not an error.
