@@ -141,10 +141,10 @@ fn run_workload(
 /// Runs the demo: `sessions` concurrent agents, `turns` turns each.
 pub fn run(turns: u64, sessions: u64) -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
-    println!(
+    crate::say!(
         "sessionlog demo: {sessions} concurrent agent sessions x {turns} turns (58 events per turn, compaction every 10 turns)"
     );
-    println!("store: {}\n", dir.path().display());
+    crate::say!("store: {}\n", super::output::human_path(dir.path()));
 
     for (label, durability, flush) in [
         (
@@ -172,7 +172,7 @@ pub fn run(turns: u64, sessions: u64) -> Result<(), Box<dyn std::error::Error>> 
             turns
         };
         let (events, secs) = run_workload(&store, sessions, turns, flush)?;
-        println!(
+        crate::say!(
             "append  {label:<52} {events:>8} events {secs:>7.2}s {:>10.0} events/s",
             events as f64 / secs
         );
@@ -215,7 +215,7 @@ pub fn run(turns: u64, sessions: u64) -> Result<(), Box<dyn std::error::Error>> 
             Intent::none(),
         )?;
         store.flush()?;
-        println!(
+        crate::say!(
             "\ncrash   agent-0 dies mid-turn after {} events (an unanswered tool call)",
             s.len() - t
         );
@@ -231,7 +231,7 @@ pub fn run(turns: u64, sessions: u64) -> Result<(), Box<dyn std::error::Error>> 
         },
     )?;
     let report = store.recovery_report().clone();
-    println!(
+    crate::say!(
         "reopen  {:.1} ms: scanned {} frames of unindexed tail, {} events recovered, torn tail: {}",
         start.elapsed().as_secs_f64() * 1e3,
         report.frames_scanned,
@@ -243,7 +243,7 @@ pub fn run(turns: u64, sessions: u64) -> Result<(), Box<dyn std::error::Error>> 
     let frames_before = store.frames_read();
     let s = store.resume("agent-0")?;
     let messages = s.messages()?;
-    println!(
+    crate::say!(
         "resume  agent-0: {} events in the log, {} crash closers appended, surface {} nodes, {} messages derived in {:.2} ms reading {} frames",
         s.len(),
         s.len() - before,
@@ -254,7 +254,7 @@ pub fn run(turns: u64, sessions: u64) -> Result<(), Box<dyn std::error::Error>> 
     );
     let start = Instant::now();
     let child = store.fork("agent-0", None, Some("agent-0-fork"))?;
-    println!(
+    crate::say!(
         "fork    agent-0-fork inherits {} events zero-copy in {:.2} ms",
         child.len() - 1,
         start.elapsed().as_secs_f64() * 1e3
@@ -262,7 +262,7 @@ pub fn run(turns: u64, sessions: u64) -> Result<(), Box<dyn std::error::Error>> 
     turn(&child, turns + 2, true)?;
     let start = Instant::now();
     let verify = store.verify()?;
-    println!(
+    crate::say!(
         "verify  {} frames, {} events, clean: {} ({:.0} ms)",
         verify.frames,
         verify.events,
@@ -286,7 +286,7 @@ pub fn run(turns: u64, sessions: u64) -> Result<(), Box<dyn std::error::Error>> 
         let start = Instant::now();
         let report = export(&store, &[], &out, format, layout, &mut |_| {})?;
         let bytes = dir_size(&out);
-        println!(
+        crate::say!(
             "export  {name:<32} {} sessions, {:>8} bytes in {:.0} ms",
             report.sessions,
             bytes,
@@ -294,11 +294,14 @@ pub fn run(turns: u64, sessions: u64) -> Result<(), Box<dyn std::error::Error>> 
         );
     }
     let sessions = store.sessions();
-    println!("\n{} sessions:", sessions.len());
+    crate::say!("\n{} sessions:", sessions.len());
     for info in sessions.iter().take(5) {
-        println!(
+        crate::say!(
             "  {:<14} {:>7} events  surface {:>4}  replaced {:>3}x",
-            info.header.id, info.event_count, info.surface_len, info.replace_generation
+            info.header.id,
+            info.event_count,
+            info.surface_len,
+            info.replace_generation
         );
     }
     Ok(())

@@ -4,13 +4,14 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
+use super::output::{human, json_text, stdout_error};
 use super::{CliResult, ShowArgs, iso_time, open_for_reading};
 use crate::event::SurfaceOp;
 use crate::interop::jsonl;
 use crate::store::SessionInfo;
 
 fn out_err(e: std::io::Error) -> Box<dyn std::error::Error> {
-    format!("writing to stdout failed: {e}").into()
+    stdout_error(e)
 }
 
 /// `list [--json]`
@@ -35,11 +36,16 @@ pub fn list(store_dir: &Path, json: bool) -> CliResult {
                 v
             })
             .collect();
-        writeln!(out, "{}", serde_json::Value::Array(rows)).map_err(out_err)?;
+        let text = serde_json::Value::Array(rows).to_string();
+        writeln!(out, "{}", json_text(&text)).map_err(out_err)?;
     } else {
-        let w = sessions
+        let ids: Vec<String> = sessions
             .iter()
-            .map(|s| s.header.id.chars().count())
+            .map(|s| human(&s.header.id).into_owned())
+            .collect();
+        let w = ids
+            .iter()
+            .map(|id| id.chars().count())
             .max()
             .unwrap_or(0)
             .max(7);
@@ -49,12 +55,15 @@ pub fn list(store_dir: &Path, json: bool) -> CliResult {
             "SESSION", "TITLE", "EVENTS", "SURFACE"
         )
         .map_err(out_err)?;
-        for (s, title) in sessions.iter().zip(&titles) {
-            let title: String = title.as_deref().unwrap_or("-").chars().take(32).collect();
+        for ((s, id), title) in sessions.iter().zip(&ids).zip(&titles) {
+            let title: String = human(title.as_deref().unwrap_or("-"))
+                .chars()
+                .take(32)
+                .collect();
             writeln!(
                 out,
                 "{:<w$}  {:<32} {:>9} {:>8}  {}",
-                s.header.id,
+                id,
                 title,
                 s.event_count,
                 s.surface_len,
@@ -114,7 +123,8 @@ pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
     let id = args.session.as_str();
     let Some(info) = store.sessions().into_iter().find(|s| s.header.id == id) else {
         return Err(format!(
-            "session \"{id}\" is not in the store {}; `sessionlog list` shows the sessions",
+            "session \"{}\" is not in the store {}; `sessionlog list` shows the sessions",
+            human(id),
             store_dir.display()
         )
         .into());
@@ -140,7 +150,7 @@ pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
                 jsonl::write_event_line(&mut line, &e)
                     .map_err(|err| format!("session \"{id}\" seq {}: {err}", e.seq))?;
                 let sep = if i == 0 { "\n" } else { ",\n" };
-                write!(out, "{sep}{line}").map_err(out_err)?;
+                write!(out, "{sep}{}", json_text(&line)).map_err(out_err)?;
             } else {
                 let surface = match e.surface_op {
                     None => String::new(),
@@ -152,7 +162,7 @@ pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
                     "{:>8}  {:<24}  {:<28}  {surface}",
                     e.seq,
                     iso_time(e.time),
-                    e.kind
+                    human(&e.kind)
                 )
                 .map_err(out_err)?;
             }
@@ -166,13 +176,14 @@ pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
             out.write_all(b"[").map_err(out_err)?;
             for (i, m) in messages.iter().enumerate() {
                 let sep = if i == 0 { "\n" } else { ",\n" };
-                write!(out, "{sep}{}", m.json).map_err(out_err)?;
+                write!(out, "{sep}{}", json_text(&m.json)).map_err(out_err)?;
             }
             out.write_all(b"\n]\n").map_err(out_err)?;
         } else {
             for m in &messages {
                 let (role, text) = preview(&m.json);
-                writeln!(out, "{:>8}  {role:<10} {text}", m.seq).map_err(out_err)?;
+                writeln!(out, "{:>8}  {:<10} {}", m.seq, human(&role), human(&text))
+                    .map_err(out_err)?;
             }
         }
     } else if args.stats {
@@ -182,10 +193,11 @@ pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
                 .iter()
                 .map(|(k, _)| (k.clone(), view_json(&views, k)))
                 .collect();
-            writeln!(out, "{}", serde_json::Value::Object(obj)).map_err(out_err)?;
+            let text = serde_json::Value::Object(obj).to_string();
+            writeln!(out, "{}", json_text(&text)).map_err(out_err)?;
         } else {
             for (key, view) in &views {
-                writeln!(out, "{key:<14} {view}").map_err(out_err)?;
+                writeln!(out, "{:<14} {}", human(key), human(view)).map_err(out_err)?;
             }
         }
     } else if args.surface {
@@ -199,7 +211,7 @@ pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
                     .map_err(read_err)?
                     .map(|e| e.kind)
                     .unwrap_or_default();
-                writeln!(out, "{seq:>8}  {kind}").map_err(out_err)?;
+                writeln!(out, "{seq:>8}  {}", human(&kind)).map_err(out_err)?;
             }
         }
     } else {
@@ -214,16 +226,15 @@ pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
             let counters = v.to_string();
             let rest = counters.strip_prefix('{').unwrap_or(&counters);
             let sep = if rest == "}" { "" } else { "," };
-            writeln!(
-                out,
+            let text = format!(
                 "{{\"id\":{},\"header\":{header_line}{sep}{rest}",
                 serde_json::Value::String(id.to_owned())
-            )
-            .map_err(out_err)?;
+            );
+            writeln!(out, "{}", json_text(&text)).map_err(out_err)?;
         } else {
             let h = &info.header;
-            let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-            writeln!(out, "session            {}", h.id).map_err(out_err)?;
+            let opt = |v: &Option<String>| human(v.as_deref().unwrap_or("-")).into_owned();
+            writeln!(out, "session            {}", human(&h.id)).map_err(out_err)?;
             writeln!(
                 out,
                 "created            {} ({})",
@@ -237,7 +248,7 @@ pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
                 writeln!(out, "seed length        {n}").map_err(out_err)?;
             }
             if let Some(o) = &h.origin {
-                writeln!(out, "origin             {o}").map_err(out_err)?;
+                writeln!(out, "origin             {}", human(o)).map_err(out_err)?;
             }
             writeln!(
                 out,
@@ -246,10 +257,10 @@ pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
             )
             .map_err(out_err)?;
             if let Some(p) = &h.agent_preset {
-                writeln!(out, "agent preset       {p}").map_err(out_err)?;
+                writeln!(out, "agent preset       {}", human(p)).map_err(out_err)?;
             }
             if let Some(o) = &h.owner {
-                writeln!(out, "owner              {o}").map_err(out_err)?;
+                writeln!(out, "owner              {}", human(o)).map_err(out_err)?;
             }
             writeln!(out, "events             {}", info.event_count).map_err(out_err)?;
             writeln!(out, "data               {} bytes", info.data_bytes).map_err(out_err)?;

@@ -1,8 +1,10 @@
 //! The `sessionlog` command line: argument parsing and the commands.
 //!
 //! Exit codes: 0 success; 1 `verify` found problems; 2 an error (the message names the file,
-//! line or row, and what to do). Long operations draw a progress bar on stderr when it is a
-//! terminal. See `README-cli.md` for examples.
+//! line or row, and what to do). Standard output closed by its reader (`| head -1`) ends a
+//! command quietly with 0. Long operations draw a progress bar on stderr when it is a
+//! terminal. Ids, titles, paths and other stored text are printed with control characters
+//! escaped ([`human`]). See `README-cli.md` for examples.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,9 +15,13 @@ use crate::store::{Config, Store};
 
 mod demo;
 mod inspect;
+pub mod output;
 mod progress;
 mod transfer;
 mod verify;
+
+pub use output::{human, json_text};
+use output::{human_lines, human_path};
 
 /// sessionlog: an embedded database for LLM agent session logs.
 #[derive(Debug, Parser)]
@@ -149,12 +155,26 @@ pub type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
 /// Runs the command line; the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("sessionlog: error: {e}");
+    output::catch_closed_pipe_panics();
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli))) {
+        Ok(Ok(code)) => code,
+        // A closed stdout, met by `say!` or (in a thread) by a `println!` whose panic ended
+        // the command with an error.
+        Ok(Err(e)) if output::is_stdout_closed(e.as_ref()) || output::closed_pipe_panicked() => {
+            ExitCode::SUCCESS
+        }
+        Ok(Err(e)) => {
+            use std::io::Write;
+            // Ids and paths in the message are escaped; a closed stderr is not an error.
+            let _ = writeln!(
+                std::io::stderr(),
+                "sessionlog: error: {}",
+                human_lines(&e.to_string())
+            );
             ExitCode::from(2)
         }
+        Err(_) if output::closed_pipe_panicked() => ExitCode::SUCCESS,
+        Err(panic) => std::panic::resume_unwind(panic),
     }
 }
 
@@ -181,16 +201,40 @@ fn run(cli: Cli) -> CliResult {
     }
 }
 
-/// Opens the store for reading (shared with other readers). An index that needs rebuilding
-/// after a crash is rebuilt by opening read-write once (with a note on stderr).
-fn open_for_reading(dir: &std::path::Path) -> Result<Store, Box<dyn std::error::Error>> {
-    if !dir.is_dir() {
+/// Refuses, before anything is opened or created, a `--store` that is not a store: a missing
+/// directory, or a directory with neither `segments/` nor `index.redb`. Read commands never
+/// create files.
+pub(crate) fn check_is_store(dir: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
+    if dir.exists() && !dir.is_dir() {
         return Err(format!(
-            "store directory {} does not exist; pass --store DIR (or set SESSIONLOG_STORE), or create it with `sessionlog import`",
-            dir.display()
+            "{} is not a directory, so not a sessionlog store; pass the store's directory with --store DIR (or set SESSIONLOG_STORE)",
+            human_path(dir)
         )
         .into());
     }
+    if !dir.is_dir() {
+        return Err(format!(
+            "store directory {} does not exist; pass --store DIR (or set SESSIONLOG_STORE), or create it with `sessionlog import`",
+            human_path(dir)
+        )
+        .into());
+    }
+    let has = |name: &str| std::fs::symlink_metadata(dir.join(name)).is_ok();
+    if !has(crate::log::segment::SEGMENTS_DIR) && !has(crate::store::INDEX_FILE) {
+        return Err(format!(
+            "{} is not a sessionlog store (it has no {}/ and no {}); pass the store's directory with --store DIR (or set SESSIONLOG_STORE)",
+            human_path(dir),
+            crate::log::segment::SEGMENTS_DIR,
+            crate::store::INDEX_FILE
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Opens the store for reading (shared with other readers), creating nothing.
+fn open_for_reading(dir: &std::path::Path) -> Result<Store, Box<dyn std::error::Error>> {
+    check_is_store(dir)?;
     let read_only = Config {
         read_only: true,
         ..Config::default()
@@ -200,7 +244,7 @@ fn open_for_reading(dir: &std::path::Path) -> Result<Store, Box<dyn std::error::
         Err(crate::error::OpenError::NeedsRepair { reason, .. }) => Err(format!(
             "the index of {} needs rebuilding ({reason}); `sessionlog verify` shows the damage, \
              `sessionlog recover` rebuilds the index (a damaged last frame is then cut as a torn write)",
-            dir.display()
+            human_path(dir)
         )
         .into()),
         Err(e) => Err(e.into()),
@@ -299,8 +343,12 @@ fn crash_writer(dir: &std::path::Path, threads: u64) -> Result<(), Box<dyn std::
                         return Err("a Sync append returned before it was durable".into());
                     }
                     let mut out = out.lock().unwrap_or_else(|p| p.into_inner());
-                    writeln!(out, "ack {t} {seq}").map_err(|e| e.to_string())?;
-                    out.flush().map_err(|e| e.to_string())?;
+                    match writeln!(out, "ack {t} {seq}").and_then(|()| out.flush()) {
+                        Ok(()) => {}
+                        // Nobody reads the acks any more: stop quietly.
+                        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+                        Err(e) => return Err(e.to_string()),
+                    }
                     seq += 1;
                 }
             })

@@ -39,14 +39,14 @@ impl Progress {
             bar.set_prefix(label.to_owned());
             bar.set_length(total);
             bar.set_position(done);
-            bar.set_message(message.to_owned());
+            bar.set_message(super::output::human(message).into_owned());
         }
     }
 
     /// Sets the message only.
     pub fn message(&self, message: &str) {
         if let Some(bar) = &self.bar {
-            bar.set_message(message.to_owned());
+            bar.set_message(super::output::human(message).into_owned());
         }
     }
 

@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use super::output::{human, human_lines, human_path};
 use super::progress::Progress;
 use super::{CliResult, ExportArgs, ImportArgs, open_for_reading};
 use crate::interop::export::{self, ExportFormat, ExportLayout};
@@ -27,22 +28,23 @@ pub fn import(store_dir: &Path, args: &ImportArgs) -> CliResult {
     let report = report?;
     store.close()?;
     let events: u64 = report.sessions.iter().map(|s| s.events).sum();
-    println!(
+    // The import is written and durable: a closed stdout from here on only ends the report.
+    crate::say!(
         "imported {} session(s), {events} event(s), from {} file(s)",
         report.sessions.len(),
         sources.len()
     );
     for s in &report.sessions {
-        println!(
+        crate::say!(
             "  {}  {} events  {}  {}",
-            s.id,
+            human(&s.id),
             s.events,
             s.format,
-            s.file.display()
+            human_path(&s.file)
         );
     }
     for cut in report.cuts() {
-        println!("cut: {cut}");
+        crate::say!("cut: {}", human_lines(&cut.to_string()));
     }
     for s in &report.sessions {
         if !s.non_canonical_lines.is_empty() {
@@ -52,23 +54,24 @@ pub fn import(store_dir: &Path, args: &ImportArgs) -> CliResult {
                 .take(10)
                 .map(|l| l.to_string())
                 .collect();
-            println!(
+            crate::say!(
                 "note: {}: line(s) {}{} are not in the form dsh writes; a JSONL export of \"{}\" will differ from the file there",
-                s.file.display(),
+                human_path(&s.file),
                 lines.join(", "),
                 if s.non_canonical_lines.len() > 10 {
                     ", …"
                 } else {
                     ""
                 },
-                s.id
+                human(&s.id)
             );
         }
     }
     for (id, file) in &report.skipped {
-        println!(
-            "skipped: session \"{id}\" from {} (already in the store)",
-            file.display()
+        crate::say!(
+            "skipped: session \"{}\" from {} (already in the store)",
+            human(id),
+            human_path(file)
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -93,23 +96,28 @@ pub fn export(store_dir: &Path, args: &ExportArgs) -> CliResult {
     );
     bar.finish();
     let report = report?;
-    println!(
+    for w in &report.warnings {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "sessionlog: warning: {}", human_lines(w));
+    }
+    // The export is published: a closed stdout from here on only ends the report.
+    crate::say!(
         "exported {} session(s), {} event(s), as {} to {}",
         report.sessions,
         report.events,
         args.format,
-        args.out.display()
+        human_path(&args.out)
     );
     if layout == ExportLayout::Tree {
         for f in &report.files {
-            println!("  {}", f.display());
+            crate::say!("  {}", human_path(f));
         }
     }
     for id in &report.skipped_empty {
-        println!("skipped: session \"{id}\" has no events (a dsh SQLite database holds none such)");
-    }
-    for w in &report.warnings {
-        eprintln!("sessionlog: warning: {w}");
+        crate::say!(
+            "skipped: session \"{}\" has no events (a dsh SQLite database holds none such)",
+            human(id)
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

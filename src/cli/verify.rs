@@ -29,6 +29,7 @@ fn rule_label(rule: InvariantRule) -> &'static str {
 /// Opens read-only; when recovery finds corruption (valid frames after a bad one in the
 /// unindexed tail), opens again skipping bad frames, so the report lists all of them.
 fn open(dir: &Path) -> Result<(Store, Vec<String>), Box<dyn std::error::Error>> {
+    super::check_is_store(dir)?;
     if !dir.is_dir() {
         return Err(format!(
             "store directory {} does not exist; pass --store DIR (or set SESSIONLOG_STORE)",
@@ -157,7 +158,7 @@ pub fn verify(store_dir: &Path, only: &[String]) -> CliResult {
         done
     );
     for l in &lines {
-        println!("{l}");
+        println!("{}", super::human(l));
     }
     if lines.is_empty() {
         println!("clean");

@@ -55,6 +55,58 @@ pub trait FileSystem: Send + Sync + Debug {
     fn exists(&self, path: &Path) -> bool;
 }
 
+/// The mode of every file the store creates (`rw-------`), whatever the umask.
+pub const PRIVATE_FILE_MODE: u32 = 0o600;
+/// The mode of every directory the store creates (`rwx------`), whatever the umask.
+pub const PRIVATE_DIR_MODE: u32 = 0o700;
+
+/// Creates `path` and its missing parents with mode 0700 (set explicitly after creation, so a
+/// umask cannot widen or narrow it). Directories that already exist are left as they are.
+pub fn create_private_dir_all(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if path.is_dir() {
+        return Ok(());
+    }
+    // The missing ancestors, outermost first.
+    let mut missing = Vec::new();
+    let mut at = Some(path);
+    while let Some(p) = at {
+        if p.as_os_str().is_empty() || p.is_dir() {
+            break;
+        }
+        missing.push(p);
+        at = p.parent();
+    }
+    for dir in missing.into_iter().rev() {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.mode(PRIVATE_DIR_MODE);
+        match builder.create(dir) {
+            Ok(()) => {
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(PRIVATE_DIR_MODE))?
+            }
+            // Created concurrently by someone else: leave it as it is.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Makes sure the file `path` exists and is readable and writable by its owner only (mode
+/// 0600): creates it empty with that mode when missing, and otherwise narrows its mode. For
+/// files created by code that does not go through [`FileSystem`] (the redb index).
+pub fn ensure_private_file(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(PRIVATE_FILE_MODE)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(PRIVATE_FILE_MODE))
+}
+
 /// The operating system's file system.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct StdFileSystem;
@@ -94,13 +146,20 @@ impl FileSystem for StdFileSystem {
             OpenMode::ReadWrite => opts.read(true).write(true),
             OpenMode::CreateNew => opts.read(true).write(true).create_new(true),
         };
-        Ok(Arc::new(StdFile {
-            file: opts.open(path)?,
-        }))
+        // Session logs hold prompts, tool output and secrets: new files are the owner's alone.
+        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, PRIVATE_FILE_MODE);
+        let file = opts.open(path)?;
+        if mode == OpenMode::CreateNew {
+            // Exactly 0600 even under a umask that would take the owner's bits.
+            file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(
+                PRIVATE_FILE_MODE,
+            ))?;
+        }
+        Ok(Arc::new(StdFile { file }))
     }
 
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        std::fs::create_dir_all(path)
+        create_private_dir_all(path)
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {

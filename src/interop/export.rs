@@ -208,6 +208,18 @@ pub enum ExportError {
         /// What is already there.
         existing: PathBuf,
     },
+    /// A session's place in dsh's JSONL layout would exceed the file system's limits (a path
+    /// component over [`NAME_MAX`] bytes or a path over [`PATH_MAX`]): found before anything is
+    /// written.
+    #[error(
+        "session \"{id}\" cannot be exported to a JSONL directory: {detail}; nothing was written — export it alone to a file (`sessionlog export --format jsonl --out FILE ID`) or to a SQLite database (`--format sqlite18 --out FILE.db`)"
+    )]
+    PathTooLong {
+        /// The session id (shortened when long, with its length in bytes).
+        id: String,
+        /// Which part is too long, and by how much.
+        detail: String,
+    },
     /// Failed after some files of a tree export were published (they stay).
     #[error("export stopped after writing {} file(s): {source}", written.len())]
     Partial {
@@ -590,6 +602,63 @@ pub fn tree_path(
     })
 }
 
+/// The longest file name (path component) the file systems sessionlog exports to accept, in
+/// bytes (Linux's `NAME_MAX`; dsh's encoded ids use it as their limit too).
+pub const NAME_MAX: usize = 255;
+/// The longest path the system calls accept, in bytes, including the final NUL (Linux's
+/// `PATH_MAX`).
+pub const PATH_MAX: usize = 4096;
+/// Bytes the temporary file's name adds to the target's (`.<name>.<pid>-<nanos>-<n>.tmp`).
+const TEMP_NAME_EXTRA: usize = 40;
+
+/// An id as error messages show it: whole when short, else its start and its length.
+fn short_id(id: &str) -> String {
+    if id.len() <= 80 {
+        id.to_owned()
+    } else {
+        let start: String = id.chars().take(60).collect();
+        format!("{start}… ({} bytes)", id.len())
+    }
+}
+
+/// Refuses a tree target the file system cannot hold: any component of the path relative to
+/// the root (project directory, encoded id, file name, the temporary file's name) over
+/// [`NAME_MAX`] bytes, or the whole path (with the temporary name) reaching [`PATH_MAX`].
+pub fn check_tree_path(root: &Path, id: &str, target: &Path) -> Result<(), ExportError> {
+    let too_long = |detail: String| ExportError::PathTooLong {
+        id: short_id(id),
+        detail,
+    };
+    let relative = target.strip_prefix(root).unwrap_or(target);
+    let components: Vec<_> = relative.components().collect();
+    for (i, c) in components.iter().enumerate() {
+        let len = c.as_os_str().len();
+        let last = i + 1 == components.len();
+        let what = match (i, last) {
+            (_, true) => "its file name",
+            (0, false) => "its project directory name (from its cwd)",
+            _ => "its directory name (the encoded session id)",
+        };
+        let limit = if last {
+            NAME_MAX - TEMP_NAME_EXTRA
+        } else {
+            NAME_MAX
+        };
+        if len > limit {
+            return Err(too_long(format!(
+                "{what} would be {len} bytes, over the file system's limit of {NAME_MAX} bytes per name"
+            )));
+        }
+    }
+    let total = target.as_os_str().len() + TEMP_NAME_EXTRA;
+    if total >= PATH_MAX {
+        return Err(too_long(format!(
+            "its path would be about {total} bytes, over the system's limit of {PATH_MAX} bytes per path (a shorter --out directory may do)"
+        )));
+    }
+    Ok(())
+}
+
 /// Another project directory of `root` already holding a directory for this session id.
 fn duplicate_in_root(root: &Path, target: &Path) -> Option<PathBuf> {
     let session_dir = target.parent()?;
@@ -692,6 +761,7 @@ fn export_tree(
     let mut targets = Vec::with_capacity(headers.len());
     for h in headers {
         let path = tree_path(root, h, compression)?;
+        check_tree_path(root, &h.id, &path)?;
         let other = path.with_file_name(match compression {
             Compression::None => Compression::Zstd.file_name(),
             Compression::Zstd => Compression::None.file_name(),

@@ -3,6 +3,7 @@
 use super::error::HeaderError;
 use super::jv::Doc;
 use crate::event::{MAX_SAFE_INTEGER, SESSION_FORMAT_VERSION, SessionHeader};
+use crate::json::{self, JsonLimits};
 
 /// Node's `path.isAbsolute` on POSIX (dsh's rule is host-dependent; sessionlog uses the
 /// POSIX rule everywhere so a store behaves the same on every host).
@@ -56,6 +57,30 @@ pub fn validate_header(session_id: &str, header: &SessionHeader) -> Result<(), H
     }
     for (key, value) in &header.extra {
         Doc::parse(value).map_err(|e| HeaderError::NotLossless(format!("key {key:?}: {e}")))?;
+    }
+    Ok(())
+}
+
+/// The rules for a header the store writes (`create_session`, `import_session`):
+/// [`validate_header`] for the header's own id, plus dsh's lossless-JSON boundary on the extra
+/// keys (no `-0`, nesting and size within [`JsonLimits`]). Every header the store accepts is
+/// one its own import and dsh's loader accept.
+///
+/// ```
+/// use sessionlog::event::SessionHeader;
+/// use sessionlog::session::header::validate_header_for_write;
+/// let mut h = SessionHeader::new("s1", 0);
+/// h.seed_length = Some(1 << 60);
+/// assert_eq!(
+///     validate_header_for_write(&h).unwrap_err().to_string(),
+///     "session header seedLength must be a non-negative safe integer"
+/// );
+/// ```
+pub fn validate_header_for_write(header: &SessionHeader) -> Result<(), HeaderError> {
+    validate_header(&header.id, header)?;
+    for (key, value) in &header.extra {
+        json::validate(value, &JsonLimits::default())
+            .map_err(|e| HeaderError::NotLossless(format!("key {key:?}: {e}")))?;
     }
     Ok(())
 }

@@ -2,44 +2,54 @@
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use crate::error::OpenError;
+use crate::fs::PRIVATE_FILE_MODE;
 
 /// Holds the OS lock on `LOCK` while the store is open.
 #[derive(Debug)]
 pub(crate) struct StoreLock {
-    _file: File,
+    /// `None` for a reader of a store that has no `LOCK` file: readers never create files.
+    _file: Option<File>,
 }
 
 impl StoreLock {
-    /// Takes the lock: exclusive for a writer (recording our process id), shared for a reader.
+    /// Takes the lock: exclusive for a writer (recording our process id; `LOCK` is created
+    /// with mode 0600 when missing), shared for a reader.
+    ///
+    /// A reader of a store without `LOCK` (one that never had a writer, or a copy) takes no
+    /// lock and creates nothing: read commands never modify the store.
     pub(crate) fn acquire(path: &Path, exclusive: bool) -> Result<StoreLock, OpenError> {
         let io = |source| OpenError::Io {
             path: path.to_path_buf(),
             source,
         };
         let mut file = if exclusive {
-            OpenOptions::new()
+            let created = !path.exists();
+            let file = OpenOptions::new()
                 .read(true)
                 .write(true)
                 .create(true)
                 .truncate(false)
+                .mode(PRIVATE_FILE_MODE)
                 .open(path)
+                .map_err(io)?;
+            if created {
+                file.set_permissions(std::fs::Permissions::from_mode(PRIVATE_FILE_MODE))
+                    .map_err(io)?;
+            }
+            file
         } else {
             match OpenOptions::new().read(true).open(path) {
-                Ok(f) => Ok(f),
-                // A store that never had a writer has no lock file; nothing can be racing us.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(path),
-                Err(e) => Err(e),
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Ok(StoreLock { _file: None });
+                }
+                Err(e) => return Err(io(e)),
             }
-        }
-        .map_err(io)?;
+        };
         let attempt = if exclusive {
             file.try_lock()
         } else {
@@ -62,6 +72,6 @@ impl StoreLock {
             file.seek(SeekFrom::Start(0)).map_err(io)?;
             write!(file, "{}", std::process::id()).map_err(io)?;
         }
-        Ok(StoreLock { _file: file })
+        Ok(StoreLock { _file: Some(file) })
     }
 }

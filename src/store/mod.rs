@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::error::{AppendError, IndexError, LogPosition, OpenError, ReadError};
+use crate::error::{AppendError, LogPosition, OpenError, ReadError};
 use crate::event::{Event, MAX_SAFE_INTEGER, Seq, SessionHeader};
 use crate::fs::{FileSystem, StdFileSystem};
 use crate::index::{Index, IndexOp, Location, NO_NODE, Run, SessionRow};
@@ -263,6 +263,8 @@ impl Store {
         );
         let index_path = dir.join(INDEX_FILE);
         let index = if writable {
+            // redb creates the file with the umask's mode: create it first, owner-only.
+            crate::fs::ensure_private_file(&index_path).map_err(io(index_path.clone()))?;
             Index::open(&index_path)?
         } else if index_path.exists() {
             Index::open_read_only(&index_path)?
@@ -770,24 +772,14 @@ impl Store {
         if core.state.is_some() {
             return Ok(());
         }
-        let (row, checkpoint) = {
-            let registry = self.registry();
-            let row = registry
-                .get(number)
-                .cloned()
-                .ok_or(AppendError::NoSuchSession(format!("#{number}")))?;
-            (row, self.index.state(number)?)
-        };
-        let (covered, mut state) = match checkpoint {
-            Some((covered, bytes)) => (
-                covered,
-                SessionState::from_bytes(&bytes).map_err(|e| {
-                    AppendError::Index(IndexError::Malformed {
-                        table: "session_state",
-                        detail: e.to_string(),
-                    })
-                })?,
-            ),
+        let row = self
+            .registry()
+            .get(number)
+            .cloned()
+            .ok_or(AppendError::NoSuchSession(format!("#{number}")))?;
+        // A checkpoint that cannot be read or decoded costs a replay from seq 0, never an error.
+        let (covered, mut state) = match self.state_checkpoint(number, row.next_seq) {
+            Some(checkpoint) => checkpoint,
             None => (0, SessionState::with_invariants(InvariantMode::Off)),
         };
         let replay_failed = |seq: Seq, e: String| AppendError::Semantics {
@@ -1388,21 +1380,29 @@ impl Store {
         Ok(nodes)
     }
 
+    /// The session's state checkpoint `(covered seq, state)`, when there is a usable one.
+    ///
+    /// The checkpoint is derived data: any failure to read it from the index, to decode it (a
+    /// bad length, checksum or encoding), or a `covered` seq beyond the session's log gives
+    /// `None`, and the caller replays the session from seq 0 — as the projections fall back
+    /// to a replay (`restore_projections`).
+    fn state_checkpoint(&self, number: u64, next_seq: Seq) -> Option<(Seq, SessionState)> {
+        let (covered, bytes) = self.index.state(number).ok().flatten()?;
+        if covered > next_seq {
+            return None;
+        }
+        let state = SessionState::from_bytes(&bytes).ok()?;
+        Some((covered, state))
+    }
+
     fn load_state_read_only(&self, number: u64, core: &mut Core) -> Result<(), ReadError> {
         let registry_row = self.registry().get(number).cloned();
         let Some(row) = registry_row else {
             return Err(ReadError::NoSuchSession(format!("#{number}")));
         };
-        let (covered, mut state) = match self.index.state(number)? {
-            Some((c, bytes)) => (
-                c,
-                SessionState::from_bytes(&bytes).map_err(|e| {
-                    ReadError::Index(IndexError::Malformed {
-                        table: "session_state",
-                        detail: e.to_string(),
-                    })
-                })?,
-            ),
+        // As in `ensure_state`: an unusable checkpoint means a replay from seq 0.
+        let (covered, mut state) = match self.state_checkpoint(number, row.next_seq) {
+            Some(checkpoint) => checkpoint,
             None => (0, SessionState::with_invariants(InvariantMode::Off)),
         };
         state.set_invariant_mode(InvariantMode::Off);
@@ -1927,11 +1927,11 @@ fn validate_config(c: &Config) -> Result<(), OpenError> {
     Ok(())
 }
 
+/// The store's checks on a header it is about to write (create, import): the id limits, then
+/// the one header validator, [`crate::session::header::validate_header_for_write`] (dsh's
+/// `validateSessionHeader` plus its lossless-JSON boundary), so the store never writes a header
+/// its own import or dsh would refuse.
 fn validate_header(h: &SessionHeader) -> Result<(), AppendError> {
-    let bad = |reason: &str| AppendError::InvalidHeader {
-        id: h.id.clone(),
-        reason: reason.to_owned(),
-    };
     if h.id.is_empty() {
         return Err(AppendError::InvalidSessionId {
             id: h.id.clone(),
@@ -1944,30 +1944,10 @@ fn validate_header(h: &SessionHeader) -> Result<(), AppendError> {
             reason: "session ids are at most 4096 bytes",
         });
     }
-    if h.version != crate::event::SESSION_FORMAT_VERSION {
-        return Err(bad("session header version must be 0"));
-    }
-    if h.created_at > MAX_SAFE_INTEGER as u64 {
-        return Err(bad("createdAt must be a non-negative safe integer"));
-    }
-    if h.owner.as_deref() == Some("") {
-        return Err(bad("owner must be a non-empty string"));
-    }
-    if let Some(o) = &h.origin
-        && o != "subagent"
-    {
-        return Err(bad("origin may only be \"subagent\""));
-    }
-    if let Some(cwd) = &h.cwd
-        && !cwd.starts_with('/')
-    {
-        return Err(bad("cwd must be an absolute path"));
-    }
-    for (key, value) in &h.extra {
-        json::validate(value, &JsonLimits::default())
-            .map_err(|e| bad(&format!("extra key {key:?}: {e}")))?;
-    }
-    Ok(())
+    crate::session::header::validate_header_for_write(h).map_err(|e| AppendError::InvalidHeader {
+        id: h.id.clone(),
+        reason: e.to_string(),
+    })
 }
 
 fn spawn_group_timer(
