@@ -488,7 +488,11 @@ fn group_mode_appenders_write_staged_bytes_themselves_past_four_frames() {
         appended += 1000;
         let on_disk: u64 = segment_numbers(dir.path())
             .into_iter()
-            .map(|n| std::fs::metadata(segment_path(dir.path(), n)).unwrap().len())
+            .map(|n| {
+                std::fs::metadata(segment_path(dir.path(), n))
+                    .unwrap()
+                    .len()
+            })
             .sum();
         max_unwritten = max_unwritten.max(appended.saturating_sub(on_disk));
     }

@@ -272,38 +272,63 @@ fn recover(dir: &std::path::Path, salvage: bool) -> CliResult {
     let store = Store::open(dir, config)?;
     let r = store.recovery_report().clone();
     store.close()?;
-    println!(
+    crate::say!(
         "recovered {}: scanned {} frame(s) from {}, {} event(s) indexed",
-        dir.display(),
+        human_path(dir),
         r.frames_scanned,
         r.scanned_from,
         r.events_recovered
     );
     if r.index_rebuilt {
-        println!(
+        crate::say!(
             "index rebuilt: {}",
-            r.rebuild_reason
-                .as_deref()
-                .unwrap_or("it disagreed with the log")
+            human(
+                r.rebuild_reason
+                    .as_deref()
+                    .unwrap_or("it disagreed with the log")
+            )
         );
     }
     if let Some(t) = &r.truncated {
-        println!(
-            "torn write cut at {}: {} ({} bytes)",
-            t.position, t.reason, t.skipped
-        );
+        if r.torn_operation_frames > 0 {
+            crate::say!(
+                "unfinished operation cut at {}: {} ({} bytes, never acknowledged)",
+                t.position,
+                human(&t.reason),
+                t.skipped
+            );
+        } else {
+            crate::say!(
+                "torn write cut at {}: {} ({} bytes)",
+                t.position,
+                human(&t.reason),
+                t.skipped
+            );
+        }
     }
     for b in &r.skipped_frames {
-        println!(
+        crate::say!(
             "bad frame skipped at {}: {} ({} bytes)",
-            b.position, b.reason, b.skipped
+            b.position,
+            human(&b.reason),
+            b.skipped
         );
     }
-    for (id, seq, at) in &r.dropped_events {
-        println!("dropped: session \"{id}\" seq {seq} (at {at}), after a gap");
+    for (id, first, last) in r.dropped_ranges() {
+        let seqs = if first == last {
+            format!("seq {first}")
+        } else {
+            format!("seqs {first}..={last}")
+        };
+        crate::say!("dropped: session \"{}\" {seqs}", human(&id));
     }
     if let Some(n) = r.removed_segment {
-        println!("removed segment {n} (torn while being created)");
+        crate::say!("removed segment {n} (torn while being created)");
+    }
+    if !r.dropped_events.is_empty() || !r.skipped_frames.is_empty() {
+        crate::say!(
+            "the dropped events are gone from the store; re-import the sessions named above from another copy if you have one"
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
