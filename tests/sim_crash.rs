@@ -37,8 +37,30 @@
 //!
 //! After a crash `index.redb` is kept as left, deleted, or replaced by an older copy.
 //!
+//! Families added for the integrity issue (11):
+//!
+//! - `multiframe` / `multiframe-restart`: `max_frame_bytes` of 4-64 KiB, events up to half of
+//!   it, and `import_session` (up to 80 events) and `append_batch` (up to 40 events) calls that
+//!   span many frames and segments; crashes, ENOSPC, EIO, EFBIG (one-shot, or a file-size
+//!   limit) and a full disk land inside them. After every reopen each such operation is whole
+//!   or absent (never a half import or a half batch), every acknowledged one is present,
+//!   `verify` is clean; after a fault the store reopens and the failed operation, retried with
+//!   the fault gone, succeeds.
+//! - `import-mix`: imports and batches added to the main workload (default frame limit).
+//! - `index-damage`: between rounds the store is closed and `index.redb` damaged (bytes
+//!   xored, truncated, a page overwritten, the magic broken, a bit flipped in the first page,
+//!   deleted), also after some crashes; a read-only open then answers every read right or with
+//!   a typed error (a panic is a failure), and a writable open (`sessionlog recover`) gives the
+//!   exact model, a clean `verify` and the same `list()` as before the damage. Right after
+//!   each crash a read-only open must answer consistently with the model or refuse (typed).
+//!
+//! Every scenario runs under `catch_unwind`: a panic fails it with its seed. Two diagnostics
+//! check the harness itself on an engine without multi-frame atomicity or index repair:
+//! `SESSIONLOG_SIM_BIG_FRAMES=1` (the multi-frame workloads with the default frame limit) and
+//! `SESSIONLOG_SIM_INDEX_DAMAGE=delete` (index damage is only a deletion).
+//!
 //! `SESSIONLOG_SIM_SCENARIOS=N` sets the number of scenarios of each test (defaults: 2000 Sync/Group,
-//! 1000 Buffered);
+//! 1000 Buffered, 300-500 for the others);
 //! `SESSIONLOG_SIM_SEED=S` replays one scenario (`SESSIONLOG_SIM_TRACE=1` prints each step). A
 //! failure prints its seed.
 //!
