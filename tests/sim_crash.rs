@@ -2374,6 +2374,17 @@ fn trace() -> bool {
     std::env::var_os("SESSIONLOG_SIM_TRACE").is_some()
 }
 
+/// How long one scenario may run (`SESSIONLOG_SIM_TIMEOUT_SECS`, default 60 s; scenarios take
+/// well under a second).
+fn scenario_timeout() -> Duration {
+    Duration::from_secs(
+        std::env::var("SESSIONLOG_SIM_TIMEOUT_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(60),
+    )
+}
+
 fn scenario_count(default: u64) -> u64 {
     std::env::var("SESSIONLOG_SIM_SCENARIOS")
         .ok()
@@ -2411,10 +2422,20 @@ fn run_family(name: &str, family: Family, salt: u64, default: u64) {
                     while i < n {
                         let seed = i * 4 + salt;
                         i += threads;
-                        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                            Scenario::new(seed, family).run()
-                        }))
-                        .unwrap_or_else(|p| Err(format!("panicked: {}", panic_message(&*p))));
+                        // On its own thread, so that a hang (a deadlock after a panic inside
+                        // the index, say) fails the scenario instead of the whole run.
+                        let (tx, rx) = std::sync::mpsc::channel();
+                        std::thread::spawn(move || {
+                            let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                                Scenario::new(seed, family).run()
+                            }))
+                            .unwrap_or_else(|p| Err(format!("panicked: {}", panic_message(&*p))));
+                            let _ = tx.send(r);
+                        });
+                        let timeout = scenario_timeout();
+                        let result = rx.recv_timeout(timeout).unwrap_or_else(|_| {
+                            Err(format!("hung: no result after {timeout:?} (a deadlock?)"))
+                        });
                         match result {
                             Ok(tally) => total.add(&tally),
                             Err(e) => {
