@@ -2374,6 +2374,29 @@ fn trace() -> bool {
     std::env::var_os("SESSIONLOG_SIM_TRACE").is_some()
 }
 
+thread_local! {
+    /// The family and seed of the scenario this thread runs (for the panic hook).
+    static CURRENT: std::cell::Cell<Option<(&'static str, u64)>> = const { std::cell::Cell::new(None) };
+}
+
+/// Names the scenario in every panic message, so that a panic that aborts the process (a
+/// second panic in a destructor while unwinding, which `catch_unwind` cannot stop) still
+/// says which seed to replay.
+fn install_panic_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if let Some((name, seed)) = CURRENT.with(|c| c.get()) {
+                eprintln!(
+                    "panic in scenario {name} seed {seed} (replay: SESSIONLOG_SIM_SEED={seed})"
+                );
+            }
+            previous(info);
+        }));
+    });
+}
+
 /// How long one scenario may run (`SESSIONLOG_SIM_TIMEOUT_SECS`, default 60 s; scenarios take
 /// well under a second).
 fn scenario_timeout() -> Duration {
@@ -2394,7 +2417,7 @@ fn scenario_count(default: u64) -> u64 {
 
 /// Runs a family's scenarios on two threads. A failing scenario does not stop the run: every
 /// failure is listed at the end (long runs count them).
-fn run_family(name: &str, family: Family, salt: u64, default: u64) {
+fn run_family(name: &'static str, family: Family, salt: u64, default: u64) {
     if let Some(seed) = std::env::var("SESSIONLOG_SIM_SEED")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
@@ -2407,6 +2430,7 @@ fn run_family(name: &str, family: Family, salt: u64, default: u64) {
         }
         return;
     }
+    install_panic_hook();
     let n = scenario_count(default);
     let threads = std::thread::available_parallelism()
         .map_or(1, |p| p.get())
@@ -2426,6 +2450,7 @@ fn run_family(name: &str, family: Family, salt: u64, default: u64) {
                         // the index, say) fails the scenario instead of the whole run.
                         let (tx, rx) = std::sync::mpsc::channel();
                         std::thread::spawn(move || {
+                            CURRENT.with(|c| c.set(Some((name, seed))));
                             let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
                                 Scenario::new(seed, family).run()
                             }))
