@@ -397,6 +397,8 @@ mount -t tmpfs -o size={size} tmpfs '{mnt}' || exit 90
 S='{mnt}/store'
 '{bin}' --store "$S" import {files} > '{out}/import1.out' 2>&1; echo $? > '{out}/import1.rc'
 df -B1 '{mnt}' > '{out}/df1' 2>&1
+'{bin}' --store "$S" list --json > '{out}/list1.json' 2> '{out}/list1.err'; echo $? > '{out}/list1.rc'
+'{bin}' --store "$S" verify > '{out}/verify1.out' 2>&1; echo $? > '{out}/verify1.rc'
 mount -o remount,size=200m '{mnt}' || exit 91
 '{bin}' --store "$S" import --skip-existing {files} > '{out}/import2.out' 2>&1; echo $? > '{out}/import2.rc'
 '{bin}' --store "$S" list --json > '{out}/list.json' 2> '{out}/list.err'; echo $? > '{out}/list.rc'
@@ -419,10 +421,15 @@ exit 0
     let read = |name: &str| std::fs::read_to_string(out.join(name)).unwrap_or_default();
     let rc = |name: &str| read(name).trim().parse::<i32>().unwrap_or(-1);
     let report = format!(
-        "tmpfs of {size} bytes for a store of {total} bytes\nfirst import (exit {}): {}\ndf: {}\nsecond import (exit {}): {}\nlist (exit {}): {} {}\nverify (exit {}): {}",
+        "tmpfs of {size} bytes for a store of {total} bytes\nfirst import (exit {}): {}\ndf: {}\nlist on the full disk (exit {}): {} {}\nverify on the full disk (exit {}): {}\nsecond import (exit {}): {}\nlist (exit {}): {} {}\nverify (exit {}): {}",
         rc("import1.rc"),
         read("import1.out"),
         read("df1"),
+        rc("list1.rc"),
+        read("list1.json"),
+        read("list1.err"),
+        rc("verify1.rc"),
+        read("verify1.out"),
         rc("import2.rc"),
         read("import2.out"),
         rc("list.rc"),
@@ -437,6 +444,22 @@ exit 0
         0,
         "the first import did not run out of space: {report}"
     );
+    // Readers work on the full disk, and no session is half there.
+    assert_eq!(rc("list1.rc"), 0, "list on the full disk failed: {report}");
+    assert_eq!(rc("verify1.rc"), 0, "verify on the full disk: {report}");
+    let v: serde_json::Value = serde_json::from_str(&read("list1.json")).unwrap();
+    let listed: Vec<(String, u64)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap().to_owned(),
+                r["events"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    check_listed(&listed, &big).unwrap_or_else(|e| panic!("on the full disk: {e}: {report}"));
     assert_eq!(rc("import2.rc"), 0, "the retried import failed: {report}");
     assert_eq!(rc("list.rc"), 0, "list failed: {report}");
     assert_eq!(rc("verify.rc"), 0, "verify is not clean: {report}");
