@@ -14,9 +14,13 @@
 //!
 //! Faults ([`SimFaults`]): the machine goes down after a given number of mutating operations
 //! (a crash in the middle of an operation, say between a segment's creation and its directory
-//! sync), a write fails with `ENOSPC` after writing part of its bytes, an `fsync` fails with
-//! `EIO` (and, as Linux does, the unsynced data may be lost while the cache still shows it),
-//! and [`SimFs::flip_bit`] / [`SimFs::flip_random_synced_bit`] damage synced data.
+//! sync), a write fails with `ENOSPC` or `EFBIG` after writing part of its bytes, the disk
+//! fills up ([`SimFaults::disk_free_bytes`]: every write past the free space fails with
+//! `ENOSPC` until space is freed), a file-size limit is reached
+//! ([`SimFaults::file_size_limit`], `RLIMIT_FSIZE` with `SIGXFSZ` ignored: `EFBIG`), an
+//! `fsync` fails with `EIO` (and, as Linux does, the unsynced data may be lost while the cache
+//! still shows it), and [`SimFs::flip_bit`] / [`SimFs::flip_random_synced_bit`] damage synced
+//! data.
 //!
 //! Everything random comes from one seeded generator ([`SimRng`]): the same seed and the same
 //! sequence of operations give the same crash image, so a failing seed replays exactly.
@@ -137,6 +141,18 @@ pub struct SimFaults {
     pub eio_after_syncs: Option<u64>,
     /// The `sync_dir` after this many more directory syncs fails with `EIO`. One-shot.
     pub eio_after_dir_syncs: Option<u64>,
+    /// The write after this many more writes fails with `EFBIG` ("file too large"), after
+    /// writing a random prefix of its bytes. One-shot.
+    pub efbig_after_writes: Option<u64>,
+    /// A file-size limit (`RLIMIT_FSIZE` with `SIGXFSZ` ignored): a write that would make a
+    /// file longer than this writes the bytes below the limit and fails with `EFBIG`; a write
+    /// starting at or past it writes nothing. Lasts until the schedule is replaced.
+    pub file_size_limit: Option<u64>,
+    /// A full disk: how many more bytes all files together may grow by. A write that would
+    /// grow past it writes what fits and fails with `ENOSPC`; shrinking a file frees space.
+    /// Lasts until the schedule is replaced (space is freed by the next
+    /// [`SimFs::set_faults`], a crash or a process restart).
+    pub disk_free_bytes: Option<u64>,
 }
 
 /// One flipped bit.
@@ -176,8 +192,12 @@ pub struct SimStats {
     pub dir_syncs: u64,
     /// Crashes simulated.
     pub crashes: u64,
-    /// Injected `ENOSPC` and `EIO` errors.
+    /// Injected `ENOSPC`, `EIO` and `EFBIG` errors.
     pub injected_errors: u64,
+    /// Of them, `EFBIG` (one-shot or a file-size limit).
+    pub efbig_errors: u64,
+    /// Of them, `ENOSPC` from a full disk ([`SimFaults::disk_free_bytes`]).
+    pub disk_full_errors: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -224,6 +244,11 @@ pub struct SimFs {
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+/// `errno` values of the injected errors (Linux).
+const EIO: i32 = 5;
+const EFBIG: i32 = 27;
+const ENOSPC: i32 = 28;
 
 fn machine_down() -> io::Error {
     io::Error::other("simulated crash: the machine is down")
@@ -709,9 +734,55 @@ impl StorageFile for SimFile {
                 let cut = st.rng.below(data.len() as u64) as usize;
                 data.truncate(cut);
                 st.stats.injected_errors += 1;
-                error = Some(io::Error::from_raw_os_error(28));
+                error = Some(io::Error::from_raw_os_error(ENOSPC));
             } else {
                 *n -= 1;
+            }
+        }
+        if error.is_none()
+            && let Some(n) = st.faults.efbig_after_writes.as_mut()
+        {
+            if *n == 0 {
+                st.faults.efbig_after_writes = None;
+                let cut = st.rng.below(data.len() as u64) as usize;
+                data.truncate(cut);
+                st.stats.injected_errors += 1;
+                st.stats.efbig_errors += 1;
+                error = Some(io::Error::from_raw_os_error(EFBIG));
+            } else {
+                *n -= 1;
+            }
+        }
+        if error.is_none()
+            && let Some(limit) = st.faults.file_size_limit
+        {
+            let end = offset.saturating_add(data.len() as u64);
+            if end > limit {
+                data.truncate(limit.saturating_sub(offset) as usize);
+                st.stats.injected_errors += 1;
+                st.stats.efbig_errors += 1;
+                error = Some(io::Error::from_raw_os_error(EFBIG));
+            }
+        }
+        if error.is_none()
+            && let Some(free) = st.faults.disk_free_bytes
+        {
+            let old_len = st
+                .inodes
+                .get(&self.inode)
+                .map_or(0, |i| i.current.len() as u64);
+            let end = offset.saturating_add(data.len() as u64);
+            let growth = end.saturating_sub(old_len);
+            if growth > free {
+                // What fits: the overwritten part plus `free` bytes of growth.
+                let fits = old_len.saturating_sub(offset) + free;
+                data.truncate(usize::try_from(fits).unwrap_or(usize::MAX).min(data.len()));
+                st.faults.disk_free_bytes = Some(0);
+                st.stats.injected_errors += 1;
+                st.stats.disk_full_errors += 1;
+                error = Some(io::Error::from_raw_os_error(ENOSPC));
+            } else {
+                st.faults.disk_free_bytes = Some(free - growth);
             }
         }
         st.stats.bytes_written += data.len() as u64;
@@ -741,6 +812,31 @@ impl StorageFile for SimFile {
         self.check_writable()?;
         let mut st = self.state()?;
         st.tick()?;
+        let old_len = st
+            .inodes
+            .get(&self.inode)
+            .map_or(0, |i| i.current.len() as u64);
+        if let Some(free) = st.faults.disk_free_bytes {
+            if len > old_len && len - old_len > free {
+                st.stats.injected_errors += 1;
+                st.stats.disk_full_errors += 1;
+                return Err(io::Error::from_raw_os_error(ENOSPC));
+            }
+            // Growing takes space, shrinking frees it.
+            st.faults.disk_free_bytes = Some(if len >= old_len {
+                free - (len - old_len)
+            } else {
+                free.saturating_add(old_len - len)
+            });
+        }
+        if let Some(limit) = st.faults.file_size_limit
+            && len > limit
+            && len > old_len
+        {
+            st.stats.injected_errors += 1;
+            st.stats.efbig_errors += 1;
+            return Err(io::Error::from_raw_os_error(EFBIG));
+        }
         let inode = st
             .inodes
             .get_mut(&self.inode)
@@ -767,7 +863,7 @@ impl StorageFile for SimFile {
                 {
                     inode.current = inode.durable.clone();
                 }
-                return Err(io::Error::from_raw_os_error(5));
+                return Err(io::Error::from_raw_os_error(EIO));
             }
             *n -= 1;
         }
@@ -886,7 +982,7 @@ impl FileSystem for SimFs {
             if *n == 0 {
                 st.faults.eio_after_dir_syncs = None;
                 st.stats.injected_errors += 1;
-                return Err(io::Error::from_raw_os_error(5));
+                return Err(io::Error::from_raw_os_error(EIO));
             }
             *n -= 1;
         }
@@ -1044,6 +1140,61 @@ mod tests {
         assert!(f.len().is_err());
         sim.crash();
         assert!(!sim.is_down());
+    }
+
+    #[test]
+    fn efbig_and_full_disk_faults() {
+        let (sim, dir) = setup(2, SimOptions::default());
+        let f = sim.open(&dir.join("f"), OpenMode::CreateNew).unwrap();
+        sim.set_faults(SimFaults {
+            efbig_after_writes: Some(0),
+            ..SimFaults::default()
+        });
+        let e = f.write_all_at(b"too large", 0).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(27));
+        assert!(f.len().unwrap() < 9, "a prefix at most");
+        f.write_all_at(b"one-shot", 0).unwrap();
+        // A file-size limit: the part below the limit is written, then EFBIG, every time.
+        sim.set_faults(SimFaults {
+            file_size_limit: Some(100),
+            ..SimFaults::default()
+        });
+        f.write_all_at(&[1u8; 90], 0).unwrap();
+        let e = f.write_all_at(&[2u8; 20], 90).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(27));
+        assert_eq!(f.len().unwrap(), 100);
+        assert_eq!(
+            f.write_all_at(b"x", 100).unwrap_err().raw_os_error(),
+            Some(27)
+        );
+        assert_eq!(f.set_len(200).unwrap_err().raw_os_error(), Some(27));
+        f.set_len(50).unwrap();
+        // A full disk: 30 bytes free in all; overwrites cost nothing, shrinking frees space.
+        sim.set_faults(SimFaults {
+            disk_free_bytes: Some(30),
+            ..SimFaults::default()
+        });
+        f.write_all_at(&[3u8; 40], 20).unwrap(); // grows 50 -> 60
+        let g = sim.open(&dir.join("g"), OpenMode::CreateNew).unwrap();
+        let e = g.write_all_at(&[4u8; 25], 0).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(28));
+        assert_eq!(g.len().unwrap(), 20, "what fits is written");
+        assert_eq!(
+            g.write_all_at(b"y", 20).unwrap_err().raw_os_error(),
+            Some(28)
+        );
+        g.write_all_at(b"overwrite", 0).unwrap();
+        f.set_len(10).unwrap();
+        g.write_all_at(&[5u8; 50], 20).unwrap();
+        assert_eq!(
+            g.write_all_at(b"z", 70).unwrap_err().raw_os_error(),
+            Some(28)
+        );
+        let stats = sim.stats();
+        assert_eq!((stats.efbig_errors, stats.disk_full_errors), (4, 3));
+        // Space comes back with a new schedule.
+        sim.set_faults(SimFaults::default());
+        g.write_all_at(&[6u8; 1000], 70).unwrap();
     }
 
     #[test]
