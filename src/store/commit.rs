@@ -422,7 +422,11 @@ impl Committer {
             };
             let unindexed =
                 !st.staged.ops.is_empty() || !st.dirty.is_empty() || !st.carry.is_empty();
-            if reached && !checkpoint && !(goal == Goal::Written && unindexed) {
+            // A segment recovery read without syncing is made durable by the first request
+            // for durability, even with nothing staged: the store already serves its bytes.
+            let unverified =
+                goal == Goal::Durable && st.active.as_ref().is_some_and(|a| a.unverified);
+            if reached && !checkpoint && !unverified && !(goal == Goal::Written && unindexed) {
                 return Ok(());
             }
             if !st.leader {
@@ -449,20 +453,34 @@ impl Committer {
         let since_checkpoint = st.bytes_since_checkpoint;
         drop(st);
 
-        let result = self.lead(
-            &staged,
-            &mut active,
-            next_segment,
-            Lead {
-                sync,
-                checkpoint,
-                may_defer,
-            },
-            &mut batch,
-            ops,
-            &mut watermark,
-            since_checkpoint,
-        );
+        // A panic while leading (e.g. inside redb on a damaged index) poisons the committer
+        // instead of leaving `leader` set, which would hang every later caller.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.lead(
+                &staged,
+                &mut active,
+                next_segment,
+                Lead {
+                    sync,
+                    checkpoint,
+                    may_defer,
+                },
+                &mut batch,
+                ops,
+                &mut watermark,
+                since_checkpoint,
+            )
+        }))
+        .unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".to_owned());
+            Err(AppendError::PreviousIo(format!(
+                "the writer panicked ({what}); if the index is damaged, run `sessionlog recover`"
+            )))
+        });
 
         let mut st = self.lock();
         st.leader = false;
@@ -584,11 +602,11 @@ impl Committer {
                 };
             }
         }
-        if sync
-            && let Some(a) = active.as_mut()
-            && a.synced_len < a.len
-        {
-            sync_or_cut(a)?;
+        if sync && let Some(a) = active.as_mut() {
+            a.verify()?;
+            if a.synced_len < a.len {
+                sync_or_cut(a)?;
+            }
         }
         batch.ops.extend(ops);
         let durable_index =

@@ -419,10 +419,11 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
         }
         _ => None,
     };
+    // The next segment follows the last one kept (numbers stay contiguous after a cut removed
+    // later segments); with none left, a removed segment's number is reused.
     let next_segment = numbers
         .last()
-        .map_or(1, |n| n + 1)
-        .max(report.removed_segment.unwrap_or(0));
+        .map_or(report.removed_segment.unwrap_or(1).max(1), |n| n + 1);
     Ok(Recovered {
         registry,
         active,
