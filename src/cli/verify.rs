@@ -88,6 +88,12 @@ pub fn verify(store_dir: &Path, only: &[String]) -> CliResult {
     let report = store.verify();
     spinner.finish();
     let report = report?;
+    if let Some(cut) = &report.pending_cut {
+        eprintln!(
+            "note: recovery pending: {} bytes at {} were never acknowledged ({}); the next writable open (`sessionlog recover`) cuts them",
+            cut.skipped, cut.position, cut.reason
+        );
+    }
     let mut lines: Vec<String> = Vec::new();
     for bad in &report.bad_frames {
         lines.push(format!(

@@ -1481,6 +1481,10 @@ impl Store {
         let mut problems = Vec::new();
         let mut visit = |frame: scan::ScannedFrame| -> Result<(), OpenError> {
             report.frames += 1;
+            if frame.dropped {
+                // Part of an operation a damaged frame interrupted (reported as bad).
+                return Ok(());
+            }
             match Record::decode_all(&frame.payload) {
                 Err(e) => problems.push(format!("{}: records do not decode: {e}", frame.position)),
                 Ok(records) => {
@@ -1578,7 +1582,11 @@ impl Store {
         report.problems = problems;
         report.bad_frames = scan.skipped;
         if let Some(t) = scan.torn_tail {
-            report.bad_frames.push(t);
+            if self.committer.is_none() {
+                report.pending_cut = Some(t);
+            } else {
+                report.bad_frames.push(t);
+            }
         }
         Ok(report)
     }
@@ -1817,6 +1825,9 @@ pub struct VerifyReport {
     pub bad_frames: Vec<BadFrame>,
     /// Other problems (seq gaps, index disagreements), one line each.
     pub problems: Vec<String>,
+    /// A torn tail that a read-only store found and the next writable open cuts (a crash or a
+    /// failed write left it; nothing in it was acknowledged). Not a problem.
+    pub pending_cut: Option<BadFrame>,
 }
 
 impl VerifyReport {
