@@ -426,7 +426,9 @@ impl Committer {
             // for durability, even with nothing staged: the store already serves its bytes.
             let unverified =
                 goal == Goal::Durable && st.active.as_ref().is_some_and(|a| a.unverified);
-            if reached && !checkpoint && !unverified && !(goal == Goal::Written && unindexed) {
+            let must_index = goal == Goal::Written && unindexed;
+            let done = reached && !checkpoint && !unverified && !must_index;
+            if done {
                 return Ok(());
             }
             if !st.leader {
