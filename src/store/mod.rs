@@ -111,6 +111,10 @@ pub struct Config {
     pub projection_checkpoints: CheckpointPolicy,
     /// The file system (the seam for fault injection).
     pub fs: Arc<dyn FileSystem>,
+    /// A read-write open also runs redb's integrity check over `index.redb` and checks every
+    /// index entry's CRC (what `sessionlog recover` does), rebuilding a damaged index from the
+    /// log. Reads the whole index. Default false (damage is still detected when read).
+    pub check_index: bool,
 }
 
 impl Default for Config {
@@ -132,6 +136,7 @@ impl Default for Config {
             projections: ProjectionSet::builtin(),
             projection_checkpoints: CheckpointPolicy::default(),
             fs: Arc::new(StdFileSystem),
+            check_index: false,
         }
     }
 }
@@ -260,29 +265,11 @@ impl Store {
             Segments::new(config.fs.clone(), dir.join(SEGMENTS_DIR), writable)
                 .map_err(io(dir.join(SEGMENTS_DIR)))?,
         );
-        let index_path = dir.join(INDEX_FILE);
-        let index = if writable {
-            Index::open(&index_path)?
-        } else if index_path.exists() {
-            Index::open_read_only(&index_path)?
-        } else {
-            return Err(OpenError::NeedsRepair {
-                path: dir.clone(),
-                reason: "index.redb is missing".into(),
-            });
-        };
-        let index = Arc::new(index);
         let limits = FrameLimits {
             max_frame_bytes: config.max_frame_bytes,
         };
-        let recovered = recovery::recover(recovery::RecoveryInput {
-            store_dir: &dir,
-            segments: &segments,
-            index: &index,
-            mode: config.recovery,
-            limits,
-            writable,
-        })?;
+        let (index, recovered) = open_index(&dir, &segments, &config, limits)?;
+        let index = Arc::new(index);
         let committer = writable.then(|| {
             Arc::new(Committer::new(
                 segments.clone(),
@@ -340,6 +327,9 @@ impl Store {
             listener_failures: AtomicU64::new(0),
             _lock: store_lock,
         };
+        if !writable {
+            store.catch_up_in_memory();
+        }
         if writable {
             // Damaged sessions are reported in `catch_up_failures`; what fails here is
             // writing the replayed state (an I/O error or a poisoned committer).
@@ -360,6 +350,43 @@ impl Store {
         let result = self.catch_up_into(&mut failures);
         self.report.catch_up_failures = failures;
         result
+    }
+
+    /// A read-only open's catch-up: every session whose surface the index does not cover to
+    /// its last event (a crashed writer's tail, or an index rebuilt in memory) gets its state
+    /// folded in memory, so counters such as the surface length are right. Nothing is
+    /// written; a session whose replay fails is reported in `catch_up_failures`.
+    fn catch_up_in_memory(&mut self) {
+        let behind: Vec<u64> = self
+            .registry()
+            .live()
+            .iter()
+            .filter(|r| r.surface_covered < r.next_seq)
+            .map(|r| r.number)
+            .collect();
+        let mut failures = Vec::new();
+        for number in behind {
+            let mut core = Core::default();
+            match self.load_state_read_only(number, &mut core) {
+                Ok(()) => {
+                    let row = self.registry().get(number).cloned();
+                    if let (Some(mut row), Some(state)) = (row, core.state.as_ref()) {
+                        set_surface(&mut row, state);
+                        self.registry_mut().put(row);
+                    }
+                    lock(&self.cores).insert(number, Arc::new(Mutex::new(core)));
+                }
+                Err(e) => {
+                    let id = self
+                        .registry()
+                        .get(number)
+                        .map(|r| r.header.id.clone())
+                        .unwrap_or_default();
+                    failures.push((id, e.to_string()));
+                }
+            }
+        }
+        self.report.catch_up_failures = failures;
     }
 
     fn catch_up_into(&self, failures: &mut Vec<(String, String)>) -> Result<(), AppendError> {
@@ -1200,11 +1227,13 @@ impl Store {
             None => self
                 .index
                 .run(number, seq)?
-                .ok_or_else(|| ReadError::Corruption {
-                    position: LogPosition::default(),
-                    detail: format!(
-                        "the index has no location for session number {number} seq {seq}; delete index.redb and reopen to rebuild it"
-                    ),
+                .ok_or_else(|| {
+                    ReadError::Index(IndexError::Damaged {
+                        table: "events",
+                        detail: format!(
+                            "there is no location for session number {number} seq {seq}"
+                        ),
+                    })
                 })?,
         };
         self.read_at(number, seq, run, cache)
@@ -1346,19 +1375,17 @@ impl Store {
         let mut at = row.surface_head;
         while at != NO_NODE {
             let Some(&(_, next)) = links.get(&at) else {
-                return Err(ReadError::Corruption {
-                    position: LogPosition::default(),
-                    detail: format!(
-                        "surface node {at} of session number {number} is missing from the index"
-                    ),
-                });
+                return Err(ReadError::Index(IndexError::Damaged {
+                    table: "surface",
+                    detail: format!("surface node {at} of session number {number} is missing"),
+                }));
             };
             nodes.push(at);
             if nodes.len() > links.len() {
-                return Err(ReadError::Corruption {
-                    position: LogPosition::default(),
+                return Err(ReadError::Index(IndexError::Damaged {
+                    table: "surface",
                     detail: format!("the surface list of session number {number} has a cycle"),
-                });
+                }));
             }
             at = next;
         }
@@ -1618,6 +1645,119 @@ impl Drop for Store {
     fn drop(&mut self) {
         let _ = self.shutdown();
     }
+}
+
+/// Opens the index and runs recovery (format-spec.md §7).
+///
+/// Read-write: an index redb cannot open, that makes it panic, or that recovery finds
+/// damaged (an entry failing its CRC, ...) is deleted and rebuilt from the log (reported as
+/// `index_rebuilt` with the reason). Read-only: nothing is modified; an index whose writer
+/// crashed is repaired in a copy in memory, and a damaged, missing, old or stale one is
+/// replaced by an index built in memory from the log, with `recovery_pending` saying why.
+fn open_index(
+    dir: &Path,
+    segments: &Segments,
+    config: &Config,
+    limits: FrameLimits,
+) -> Result<(Index, recovery::Recovered), OpenError> {
+    let writable = !config.read_only;
+    let index_path = dir.join(INDEX_FILE);
+    let run = |index: &Index| {
+        recovery::recover(recovery::RecoveryInput {
+            store_dir: dir,
+            segments,
+            index,
+            mode: config.recovery,
+            limits,
+            writable,
+            index_writable: index.is_writable(),
+        })
+    };
+    if writable {
+        let opened = if config.check_index {
+            Index::open_checked(&index_path)
+        } else {
+            Index::open(&index_path)
+        };
+        let damage = match opened {
+            Ok(index) => match run(&index) {
+                Ok(recovered) => return Ok((index, recovered)),
+                Err(OpenError::Index(e @ IndexError::Damaged { .. })) => {
+                    index.close();
+                    e
+                }
+                Err(e) => return Err(e),
+            },
+            Err(e @ IndexError::Damaged { .. }) => e,
+            Err(e) => return Err(e.into()),
+        };
+        // The index is derived data: replace it by one rebuilt from the log.
+        match std::fs::remove_file(&index_path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(OpenError::Io {
+                    path: index_path,
+                    source,
+                });
+            }
+        }
+        let index = Index::open(&index_path)?;
+        let mut recovered = run(&index)?;
+        recovered.report.index_rebuilt = true;
+        recovered.report.rebuild_reason = Some(damage.to_string());
+        return Ok((index, recovered));
+    }
+    let opened = if index_path.exists() {
+        match Index::open_for_reading(&index_path) {
+            Ok(opened) => Ok(opened),
+            Err(e @ IndexError::Damaged { .. }) => Err(e.to_string()),
+            Err(e) => return Err(e.into()),
+        }
+    } else {
+        Err("index.redb is missing".to_owned())
+    };
+    let mut pending = None;
+    let attempt = match opened {
+        Ok((index, crashed)) => {
+            pending = crashed;
+            match run(&index) {
+                Ok(recovered) => Ok((index, recovered)),
+                Err(OpenError::NeedsRepair { reason, .. }) => Err(reason),
+                Err(OpenError::Index(e @ IndexError::Damaged { .. })) => Err(e.to_string()),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(reason) => Err(reason),
+    };
+    let (index, mut recovered) = match attempt {
+        Ok(done) => done,
+        Err(reason) => {
+            // Rebuild the whole index in memory from the log, as a read-write open would.
+            pending = Some(reason);
+            let index = Index::in_memory()?;
+            let recovered = run(&index)?;
+            (index, recovered)
+        }
+    };
+    let r = &mut recovered.report;
+    r.index_rebuilt = false;
+    let rebuilt = r.rebuild_reason.take();
+    r.recovery_pending = pending.or(rebuilt).or_else(|| {
+        if let Some(t) = &r.truncated {
+            Some(format!("a torn write at the log's end ({}) is to be cut", t.position))
+        } else if r.frames_scanned > 0 {
+            Some(format!(
+                "{} frame(s) at the log's end are not in the index yet",
+                r.frames_scanned
+            ))
+        } else if let Some(n) = r.removed_segment {
+            Some(format!("segment {n} was torn while being created"))
+        } else {
+            None
+        }
+    });
+    Ok((index, recovered))
 }
 
 /// Events between state checkpoints (besides one at every `turn/end` and at close).

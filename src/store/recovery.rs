@@ -41,6 +41,11 @@ pub struct RecoveryReport {
     /// Sessions whose state could not be replayed after recovery (session id, error); the
     /// error returns when the session is used (e.g. a damaged frame behind the watermark).
     pub catch_up_failures: Vec<(String, String)>,
+    /// A read-only open of a store that needs recovery (its writer crashed: redb commits to
+    /// repair, an unindexed or torn log tail, a damaged, missing or old index): why. The
+    /// answers are still complete (the repair was done in memory); the next read-write open
+    /// (`sessionlog recover`) repairs the files. Always `None` for a read-write open.
+    pub recovery_pending: Option<String>,
 }
 
 /// Everything the store needs after recovery.
@@ -61,7 +66,11 @@ pub(crate) struct RecoveryInput<'a> {
     pub index: &'a Index,
     pub mode: RecoveryMode,
     pub limits: FrameLimits,
+    /// Recovery may modify the log (truncate a torn tail, remove a torn segment, fsync).
     pub writable: bool,
+    /// Recovery may write the index (a read-write open, or a read-only open whose index is an
+    /// in-memory copy); otherwise the unindexed tail is kept in [`Recovered::overlay`].
+    pub index_writable: bool,
 }
 
 /// Runs recovery.
@@ -73,6 +82,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
         mode,
         limits,
         writable,
+        index_writable,
     } = input;
     let mut report = RecoveryReport::default();
     let io = |path: std::path::PathBuf| move |source| OpenError::Io { path, source };
@@ -136,8 +146,9 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
     }
 
     // The index: its format version, and whether its watermark is still backed by the log.
-    // An index of an older version is derived data: a writable open rebuilds it from the log,
-    // a read-only open refuses with `NeedsRepair`. A newer version is refused.
+    // An index of an older version is derived data: a writable index is rebuilt from the log;
+    // a read-only one is refused with `NeedsRepair` (`Store::open` then rebuilds it in
+    // memory). A newer version is refused.
     let state = index.load()?;
     let mut old_version = None;
     if let Some(v) = state.format_version
@@ -163,7 +174,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
         None => watermark_problem(segments, &numbers, &watermark, &limits)?,
     };
     if let Some(reason) = problem {
-        if !writable {
+        if !index_writable {
             return Err(OpenError::NeedsRepair {
                 path: store_dir.to_path_buf(),
                 reason,
@@ -259,7 +270,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
                         frame_len: frame.frame_len,
                         record_offset,
                     };
-                    if writable {
+                    if index_writable {
                         batch.events.push((session, event.seq, loc));
                     } else {
                         overlay.push((session, event.seq, loc));
@@ -274,7 +285,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
             end: frame.position.offset + u64::from(frame.frame_len),
             last_frame: frame.position.offset,
         };
-        if writable && batch.events.len() >= 65_536 {
+        if index_writable && batch.events.len() >= 65_536 {
             flush_rows(&mut batch, &mut dirty, &registry);
             index.commit(&batch, running, false)?;
             batch = IndexBatch::default();
@@ -318,6 +329,8 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
                 .and_then(|f| f.sync_data())
                 .map_err(io(path))?;
         }
+    }
+    if index_writable && changed {
         flush_rows(&mut batch, &mut dirty, &registry);
         index.commit(&batch, running, true)?;
     }
