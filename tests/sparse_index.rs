@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 
 use common::{config, read_all, synthetic_event};
-use sessionlog::error::{OpenError, ReadError};
+use sessionlog::error::{IndexError, OpenError, ReadError};
 use sessionlog::event::{Event, SessionHeader};
 use sessionlog::index::{EVENTS, INDEX_FORMAT_VERSION, Index, META, Run, event_key, run_value};
 use sessionlog::store::{Config, Durability, Store};
@@ -251,10 +251,10 @@ fn a_run_that_claims_seqs_its_frame_lacks_is_corruption_on_read_and_in_verify() 
         }
         other => panic!("expected corruption, got {other:?}"),
     }
-    // Seq 5 is past the run's count: the index has nothing for it.
+    // Seq 5 is past the run's count: the index has nothing for it, so it is damaged.
     assert!(matches!(
         store.get("a", 5),
-        Err(ReadError::Corruption { .. })
+        Err(ReadError::Index(IndexError::Damaged { .. }))
     ));
     let report = store.verify().unwrap();
     assert_eq!(report.problems.len(), 3, "{report:?}");
