@@ -222,17 +222,29 @@ fn a_run_that_claims_seqs_its_frame_lacks_is_corruption_on_read_and_in_verify() 
         other => panic!("expected corruption, got {other:?}"),
     }
     let report = store.verify().unwrap();
-    assert_eq!(report.problems.len(), 3, "{report:?}");
+    // Seqs 3..6 each point at the wrong frame; the cross-check against an index rebuilt from
+    // the log names the entry; replaying the session to check its surface cannot read seq 3.
+    assert_eq!(report.problems.len(), 5, "{report:?}");
     assert!(report.problems[0].contains("seq 3"), "{report:?}");
+    assert!(
+        report.problems[3].contains("index disagrees with the log at events"),
+        "{report:?}"
+    );
     drop(store);
 
     // A run whose count reaches past its frame: the seq past the frame's records is corruption.
     put_run(dir.path(), 1, second);
     put_run(dir.path(), 1, Run { count: 5, ..first });
     let store = Store::open(dir.path(), config(Durability::Sync)).unwrap();
-    // Seqs 3 and 4 resolve to the second run (the larger key), which is right.
+    // Seqs 3 and 4 resolve to the second run (the larger key), which is right; only the
+    // cross-check sees that the first entry claims seqs its frame lacks.
     assert_eq!(read_all(&store, "a"), events);
-    assert!(store.verify().unwrap().is_clean());
+    let report = store.verify().unwrap();
+    assert_eq!(report.problems.len(), 1, "{report:?}");
+    assert!(
+        report.problems[0].contains("index disagrees with the log at events"),
+        "{report:?}"
+    );
     drop(store);
     // Without the second run, seq 3 falls in the first run's count and is not in its frame.
     let db = redb::Database::open(dir.path().join("index.redb")).unwrap();
@@ -257,7 +269,18 @@ fn a_run_that_claims_seqs_its_frame_lacks_is_corruption_on_read_and_in_verify() 
         Err(ReadError::Index(IndexError::Damaged { .. }))
     ));
     let report = store.verify().unwrap();
-    assert_eq!(report.problems.len(), 3, "{report:?}");
+    // Three seqs without a right entry, the two entries that differ from a rebuild, and the
+    // surface replay that cannot read seq 3.
+    assert_eq!(report.problems.len(), 6, "{report:?}");
+    assert_eq!(
+        report
+            .problems
+            .iter()
+            .filter(|p| p.contains("index disagrees with the log at events"))
+            .count(),
+        2,
+        "{report:?}"
+    );
 }
 
 /// Sets `meta/format_version` and, for version 1, replaces `events` with a table of the
