@@ -43,8 +43,7 @@ pub const SESSIONS: TableDefinition<u64, &[u8]> = TableDefinition::new("sessions
 pub const SESSION_IDS: TableDefinition<u64, &[u8]> = TableDefinition::new("session_ids");
 /// `events`: (session number, first seq of a run) big-endian → [`Run`] value ([`RUN_LEN`] bytes)
 /// ‖ CRC. One entry per run of a session's consecutive events in one frame (a sparse index).
-pub const EVENTS: TableDefinition<&[u8; 16], &[u8; RUN_VALUE_LEN]> =
-    TableDefinition::new("events");
+pub const EVENTS: TableDefinition<&[u8; 16], &[u8; RUN_VALUE_LEN]> = TableDefinition::new("events");
 
 /// Bytes of an encoded [`Run`] ([`Run::encode`]).
 pub const RUN_LEN: usize = 28;
@@ -148,7 +147,10 @@ pub fn surface_value(session: u64, seq: Seq, prev: Seq, next: Seq) -> [u8; SURFA
 }
 
 /// Decodes an `events` entry (checking its CRC): (session number, run).
-pub fn decode_run_entry(key: &[u8; 16], value: &[u8; RUN_VALUE_LEN]) -> Result<(u64, Run), IndexError> {
+pub fn decode_run_entry(
+    key: &[u8; 16],
+    value: &[u8; RUN_VALUE_LEN],
+) -> Result<(u64, Run), IndexError> {
     let payload = unseal("events", key, value)?;
     let mut b = [0u8; RUN_LEN];
     b.copy_from_slice(payload);
@@ -533,7 +535,20 @@ enum Db {
 
 /// The opened index.
 pub struct Index {
-    db: Db,
+    /// `None` only while being dropped.
+    db: Option<Db>,
+}
+
+impl Drop for Index {
+    fn drop(&mut self) {
+        // Closing a damaged file (or one redb panicked on before) can panic inside redb.
+        if let Some(db) = self.db.take() {
+            let _ = guarded("index.redb", move || {
+                drop(db);
+                Ok(())
+            });
+        }
+    }
 }
 
 impl std::fmt::Debug for Index {
@@ -600,24 +615,25 @@ fn guarded<T>(
     }
 }
 
-/// True when a redb error means the file is damaged (not, e.g., an I/O error).
+/// True when a redb error opening or checking the file means the file is unusable and is
+/// best rebuilt from the log: anything but the file being in use or not accessible to us (a
+/// damaged header can make redb read past the end, or call an empty file not a database).
 fn damage_in(e: &redb::DatabaseError) -> bool {
     match e {
-        // A damaged header can make redb read past the end of the file.
         redb::DatabaseError::Storage(redb::StorageError::Io(io)) => {
-            io.kind() == std::io::ErrorKind::UnexpectedEof
+            io.kind() != std::io::ErrorKind::PermissionDenied
         }
-        redb::DatabaseError::DatabaseAlreadyOpen
-        | redb::DatabaseError::Storage(
-            redb::StorageError::Backend(_) | redb::StorageError::PreviousIo,
-        ) => false,
+        redb::DatabaseError::DatabaseAlreadyOpen => false,
         _ => true,
     }
 }
 
 fn open_error(path: &Path, e: redb::DatabaseError) -> IndexError {
     if damage_in(&e) {
-        damaged("index.redb", format!("redb cannot open {}: {e}", path.display()))
+        damaged(
+            "index.redb",
+            format!("redb cannot open {}: {e}", path.display()),
+        )
     } else {
         IndexError::Redb(format!("opening {}: {e}", path.display()))
     }
@@ -689,7 +705,12 @@ impl Index {
     pub fn open_for_reading(path: &Path) -> Result<(Index, Option<String>), IndexError> {
         let opened = guarded("index.redb", || Ok(ReadOnlyDatabase::open(path)))?;
         match opened {
-            Ok(db) => Ok((Index { db: Db::Read(db) }, None)),
+            Ok(db) => Ok((
+                Index {
+                    db: Some(Db::Read(db)),
+                },
+                None,
+            )),
             Err(redb::DatabaseError::RepairAborted) => Ok((
                 Index::copy_in_memory(path)?,
                 Some("the last writer did not close the index (it crashed or was killed)".into()),
@@ -710,7 +731,9 @@ impl Index {
             }
         };
         if version.is_some_and(|v| v.get(..4) != Some(&INDEX_FORMAT_VERSION.to_le_bytes()[..])) {
-            return Ok(Index { db: Db::Write(db) });
+            return Ok(Index {
+                db: Some(Db::Write(db)),
+            });
         }
         let mut txn = db.begin_write()?;
         // Creating missing tables need not be durable: a lost creation is redone next open.
@@ -725,7 +748,9 @@ impl Index {
             txn.open_table(PROJECTIONS)?;
         }
         txn.commit()?;
-        Ok(Index { db: Db::Write(db) })
+        Ok(Index {
+            db: Some(Db::Write(db)),
+        })
     }
 
     /// Opens an existing `index.redb` read-only (fails when a crashed writer left commits that
@@ -733,7 +758,9 @@ impl Index {
     pub fn open_read_only(path: &Path) -> Result<Index, IndexError> {
         guarded("index.redb", || {
             Ok(Index {
-                db: Db::Read(ReadOnlyDatabase::open(path).map_err(|e| open_error(path, e))?),
+                db: Some(Db::Read(
+                    ReadOnlyDatabase::open(path).map_err(|e| open_error(path, e))?,
+                )),
             })
         })
     }
@@ -741,7 +768,7 @@ impl Index {
     /// redb's integrity check (every page checksum; repairs in place, so use it on a writable
     /// index or an in-memory copy). `Ok(false)` when redb had to repair something.
     pub fn check_integrity(&mut self) -> Result<bool, IndexError> {
-        let Db::Write(db) = &mut self.db else {
+        let Some(Db::Write(db)) = &mut self.db else {
             return Err(IndexError::Redb(
                 "the integrity check needs a writable index or an in-memory copy".into(),
             ));
@@ -758,29 +785,27 @@ impl Index {
 
     /// True when the index accepts commits (a read-write file, or a copy in memory).
     pub fn is_writable(&self) -> bool {
-        matches!(self.db, Db::Write(_))
+        matches!(self.db, Some(Db::Write(_)))
     }
 
     /// Closes the index (a damaged file may make redb panic even while closing; that is
     /// caught).
     pub fn close(self) {
-        let _ = guarded("index.redb", move || {
-            drop(self);
-            Ok(())
-        });
+        drop(self);
     }
 
     fn begin_read(&self) -> Result<redb::ReadTransaction, IndexError> {
         Ok(match &self.db {
-            Db::Write(db) => db.begin_read()?,
-            Db::Read(db) => db.begin_read()?,
+            Some(Db::Write(db)) => db.begin_read()?,
+            Some(Db::Read(db)) => db.begin_read()?,
+            None => return Err(IndexError::Redb("the index is closed".into())),
         })
     }
 
     fn writer(&self) -> Result<&Database, IndexError> {
         match &self.db {
-            Db::Write(db) => Ok(db),
-            Db::Read(_) => Err(IndexError::Redb("the index is open read-only".into())),
+            Some(Db::Write(db)) => Ok(db),
+            _ => Err(IndexError::Redb("the index is open read-only".into())),
         }
     }
 
@@ -881,7 +906,8 @@ impl Index {
         for item in table.iter()? {
             let (k, v) = item?;
             let number = k.value();
-            let row = SessionRow::decode(unseal("sessions", &KeyBytes::number(number), v.value())?)?;
+            let row =
+                SessionRow::decode(unseal("sessions", &KeyBytes::number(number), v.value())?)?;
             if row.number != number {
                 return Err(damaged(
                     "sessions",
@@ -989,7 +1015,10 @@ impl Index {
                         run = Run { count, ..prev };
                     }
                 }
-                events.insert(&event_key(session, run.first_seq), &run_value(session, &run))?;
+                events.insert(
+                    &event_key(session, run.first_seq),
+                    &run_value(session, &run),
+                )?;
             }
             let mut surface = txn.open_table(SURFACE)?;
             let mut states = txn.open_table(SESSION_STATE)?;
@@ -1018,10 +1047,8 @@ impl Index {
                         let mut v = Vec::with_capacity(8 + bytes.len());
                         v.extend_from_slice(&covered.to_le_bytes());
                         v.extend_from_slice(bytes);
-                        states.insert(
-                            *session,
-                            seal(&KeyBytes::number(*session), &v).as_slice(),
-                        )?;
+                        states
+                            .insert(*session, seal(&KeyBytes::number(*session), &v).as_slice())?;
                     }
                     IndexOp::Projection {
                         session,

@@ -182,8 +182,11 @@ fn put_run(dir: &Path, session: u64, run: Run) {
     let txn = db.begin_write().unwrap();
     {
         let mut t = txn.open_table(EVENTS).unwrap();
-        t.insert(&event_key(session, run.first_seq), &run_value(session, &run))
-            .unwrap();
+        t.insert(
+            &event_key(session, run.first_seq),
+            &run_value(session, &run),
+        )
+        .unwrap();
     }
     txn.commit().unwrap();
 }
@@ -323,7 +326,9 @@ fn an_index_of_format_version_1_is_rebuilt_by_a_writable_open() {
         let ro = Store::open(dir.path(), read_only.clone()).unwrap();
         let pending = ro.recovery_report().recovery_pending.clone();
         assert!(
-            pending.as_deref().is_some_and(|r| r.contains("format version 1")),
+            pending
+                .as_deref()
+                .is_some_and(|r| r.contains("format version 1")),
             "{pending:?}"
         );
         for (id, events) in &written {

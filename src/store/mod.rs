@@ -1224,17 +1224,12 @@ impl Store {
         }
         let run = match self.overlay.get(&(number, seq)) {
             Some(l) => Run::single(seq, *l),
-            None => self
-                .index
-                .run(number, seq)?
-                .ok_or_else(|| {
-                    ReadError::Index(IndexError::Damaged {
-                        table: "events",
-                        detail: format!(
-                            "there is no location for session number {number} seq {seq}"
-                        ),
-                    })
-                })?,
+            None => self.index.run(number, seq)?.ok_or_else(|| {
+                ReadError::Index(IndexError::Damaged {
+                    table: "events",
+                    detail: format!("there is no location for session number {number} seq {seq}"),
+                })
+            })?,
         };
         self.read_at(number, seq, run, cache)
     }
@@ -1599,7 +1594,9 @@ impl Store {
         if let Some(c) = &self.committer
             && let Err(e) = c.commit(c.staged_lsn(), Goal::Written, false)
         {
-            problems.push(format!("cannot bring the index up to date to check it: {e}"));
+            problems.push(format!(
+                "cannot bring the index up to date to check it: {e}"
+            ));
             return problems;
         }
         let catch_up = |index: &Index| {
@@ -1637,16 +1634,20 @@ impl Store {
                 return problems;
             };
             if let Err(e) = catch_up(&c) {
-                problems.push(format!("index.redb: recovery over a copy of it failed: {e}"));
+                problems.push(format!(
+                    "index.redb: recovery over a copy of it failed: {e}"
+                ));
                 return problems;
             }
             caught_up = c;
             &caught_up
         };
-        let truth = match Index::in_memory().map_err(OpenError::from).and_then(|fresh| {
-            catch_up(&fresh)?;
-            Ok(fresh)
-        }) {
+        let truth = match Index::in_memory()
+            .map_err(OpenError::from)
+            .and_then(|fresh| {
+                catch_up(&fresh)?;
+                Ok(fresh)
+            }) {
             Ok(t) => t,
             Err(e) => {
                 problems.push(format!(
@@ -1755,13 +1756,17 @@ impl Store {
             let mut summary = row.clone();
             set_surface(&mut summary, &state);
             if got != want
-                || (row.surface_head, row.surface_tail, row.surface_len, row.replace_generation)
-                    != (
-                        summary.surface_head,
-                        summary.surface_tail,
-                        summary.surface_len,
-                        summary.replace_generation,
-                    )
+                || (
+                    row.surface_head,
+                    row.surface_tail,
+                    row.surface_len,
+                    row.replace_generation,
+                ) != (
+                    summary.surface_head,
+                    summary.surface_tail,
+                    summary.surface_len,
+                    summary.replace_generation,
+                )
             {
                 problems.push(format!(
                     "index disagrees with the log at surface of session \"{}\" (number {}): the index lists {} node(s), a replay of seqs below {} gives {}; {advice}",
@@ -1953,7 +1958,10 @@ fn open_index(
     let rebuilt = r.rebuild_reason.take();
     r.recovery_pending = pending.or(rebuilt).or_else(|| {
         if let Some(t) = &r.truncated {
-            Some(format!("a torn write at the log's end ({}) is to be cut", t.position))
+            Some(format!(
+                "a torn write at the log's end ({}) is to be cut",
+                t.position
+            ))
         } else if r.frames_scanned > 0 {
             Some(format!(
                 "{} frame(s) at the log's end are not in the index yet",
