@@ -144,11 +144,14 @@ fn build(dir: &Path) {
     store.close().unwrap();
 }
 
+/// One session as read: events, surface, replace generation, counters, projection views.
+type SessionView = (Vec<Event>, Vec<Seq>, u64, String, Vec<(String, String)>);
+
 /// Everything a reader can ask, per session.
 #[derive(Debug, Clone, PartialEq)]
 struct Snapshot {
     sessions: Vec<String>,
-    per_session: BTreeMap<String, (Vec<Event>, Vec<Seq>, u64, String, Vec<(String, String)>)>,
+    per_session: BTreeMap<String, SessionView>,
 }
 
 fn observe(store: &Store) -> Result<Snapshot, String> {

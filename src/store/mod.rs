@@ -1967,10 +1967,9 @@ fn open_index(
                 "{} frame(s) at the log's end are not in the index yet",
                 r.frames_scanned
             ))
-        } else if let Some(n) = r.removed_segment {
-            Some(format!("segment {n} was torn while being created"))
         } else {
-            None
+            r.removed_segment
+                .map(|n| format!("segment {n} was torn while being created"))
         }
     });
     Ok((index, recovered))
