@@ -714,3 +714,34 @@ fn cli_reads_of_a_damaged_index_exit_2_with_advice_never_101() {
         assert_eq!((code, &out), (0, &truth), "round {round}");
     }
 }
+
+/// format-spec.md §5: every value ends with the CRC-32 of key bytes ‖ value bytes.
+#[test]
+fn stored_values_carry_the_crc_the_spec_describes() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path());
+    let db = redb::ReadOnlyDatabase::open(dir.path().join("index.redb")).unwrap();
+    let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+    let meta = txn.open_table(sessionlog::index::META).unwrap();
+    let v = meta
+        .get("format_version")
+        .unwrap()
+        .unwrap()
+        .value()
+        .to_vec();
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(b"format_version");
+    crc.update(&3u32.to_le_bytes());
+    let mut want = 3u32.to_le_bytes().to_vec();
+    want.extend_from_slice(&crc.finalize().to_le_bytes());
+    assert_eq!(v, want);
+    let rows = txn.open_table(SESSIONS).unwrap();
+    let v = rows.get(1).unwrap().unwrap().value().to_vec();
+    let (payload, stored) = v.split_at(v.len() - 4);
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&1u64.to_le_bytes());
+    crc.update(payload);
+    assert_eq!(stored, crc.finalize().to_le_bytes());
+    assert_eq!(SessionRow::decode(payload).unwrap().header.id, "s0");
+}
