@@ -146,9 +146,9 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
     }
 
     // The index: its format version, and whether its watermark is still backed by the log.
-    // An index of an older version is derived data: a writable index is rebuilt from the log;
-    // a read-only one is refused with `NeedsRepair` (`Store::open` then rebuilds it in
-    // memory). A newer version is refused.
+    // An index of an older version is derived data: a writable open rebuilds it from the log
+    // (a read-only open never gets here with one: it builds an index in memory instead). A
+    // newer version is refused.
     let state = index.load()?;
     let mut old_version = None;
     if let Some(v) = state.format_version
@@ -174,7 +174,10 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
         None => watermark_problem(segments, &numbers, &watermark, &limits)?,
     };
     if let Some(reason) = problem {
-        if !index_writable {
+        // Read-only: an index that claims more than the log holds means acknowledged data is
+        // damaged, not a crash; it is refused rather than silently rebuilt (an older version
+        // was already replaced by an index built in memory, see `Store::open`).
+        if !writable || !index_writable {
             return Err(OpenError::NeedsRepair {
                 path: store_dir.to_path_buf(),
                 reason,
