@@ -259,6 +259,16 @@ impl Store {
                     "store directory does not exist",
                 ),
             });
+        } else if !config.fs.exists(&dir.join(SEGMENTS_DIR)) && !dir.join(INDEX_FILE).exists() {
+            // Checked before the lock file is created: a read-only open of a directory that
+            // is no store creates nothing in it.
+            return Err(OpenError::Io {
+                path: dir.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "not a sessionlog store (it has neither segments/ nor index.redb)",
+                ),
+            });
         }
         let store_lock = lock::StoreLock::acquire(&dir.join(LOCK_FILE), writable)?;
         let segments = Arc::new(
