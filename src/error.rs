@@ -175,13 +175,51 @@ pub enum IndexError {
         /// What is wrong.
         detail: String,
     },
+    /// `index.redb` is damaged: an entry fails its CRC or does not decode, redb reports
+    /// corruption, or redb panicked reading it. The index is derived from the log: a
+    /// read-write open or `sessionlog recover` rebuilds it.
+    #[error(
+        "index damaged: run `sessionlog recover` (or open the store read-write) to rebuild it from the log; table {table}: {detail}"
+    )]
+    Damaged {
+        /// The table (or `index.redb` for the file as a whole).
+        table: &'static str,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+/// A redb error as an [`IndexError`]: corruption (a bad page, a table of the wrong type, an
+/// unknown file format) is [`IndexError::Damaged`], anything else (I/O) [`IndexError::Redb`].
+fn classify_redb(e: redb::Error) -> IndexError {
+    match e {
+        redb::Error::Corrupted(_)
+        | redb::Error::UpgradeRequired(_)
+        | redb::Error::TableTypeMismatch { .. }
+        | redb::Error::TypeDefinitionChanged { .. }
+        | redb::Error::TableIsMultimap(_)
+        | redb::Error::TableIsNotMultimap(_)
+        | redb::Error::ValueTooLarge(_)
+        | redb::Error::TableDoesNotExist(_)
+        | redb::Error::RepairAborted => IndexError::Damaged {
+            table: "index.redb",
+            detail: format!("redb: {e}"),
+        },
+        redb::Error::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            IndexError::Damaged {
+                table: "index.redb",
+                detail: format!("redb read past the end of the file: {io}"),
+            }
+        }
+        e => IndexError::Redb(e.to_string()),
+    }
 }
 
 macro_rules! redb_into_index_error {
     ($($t:ty),*) => {$(
         impl From<$t> for IndexError {
             fn from(e: $t) -> Self {
-                IndexError::Redb(e.to_string())
+                classify_redb(e.into())
             }
         }
     )*};

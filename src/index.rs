@@ -2,48 +2,160 @@
 //!
 //! Tables (byte layouts in `format-spec.md`):
 //!
-//! | table            | key                                 | value                                  |
+//! | table            | key                                 | value (then a CRC-32, see below)       |
 //! |------------------|-------------------------------------|----------------------------------------|
 //! | `meta`           | `&str` name                         | bytes (format version, watermark, ...) |
-//! | `sessions`       | `&str` session id                   | [`SessionRow`] (fixed fields + header) |
-//! | `session_ids`    | `u64` session number                | `&str` session id                      |
+//! | `sessions`       | `u64` session number                | [`SessionRow`] (fixed fields + header) |
+//! | `session_ids`    | `u64` session number                | session id (UTF-8)                     |
 //! | `events`         | `[u8;16]` session BE ‖ first seq BE | [`Run`] (28 bytes; one per run)        |
 //! | `surface`        | `[u8;16]` session BE ‖ seq BE       | prev ‖ next (u64 LE each, MAX = none)  |
 //! | `session_state`  | `u64` session number                | covered seq u64 LE ‖ postcard state    |
+//! | `projections`    | `(u64, &str)`                       | projection checkpoint record           |
+//!
+//! Every value ends with a CRC-32 (crc32fast, LE) of the entry's key bytes ([`KeyBytes`]) and
+//! the value bytes before it, checked on every read: redb verifies its page checksums only in
+//! an integrity check, so a flipped byte would otherwise be read as data. A mismatch, an entry
+//! that does not decode, a redb corruption error or a panic inside redb is
+//! [`IndexError::Damaged`]: the index is derived data, rebuilt from the log by a read-write open
+//! or `sessionlog recover`.
 //!
 //! The log is the truth: the index records a watermark (how far into the log it covers), and
 //! deleting `index.redb` rebuilds the same index from the segments.
 
 use std::path::Path;
 
+use std::cell::Cell;
+use std::panic::AssertUnwindSafe;
+
 use redb::{
-    Database, Durability, ReadOnlyDatabase, ReadableDatabase, ReadableTable, TableDefinition,
+    Builder, Database, Durability, ReadOnlyDatabase, ReadableDatabase, ReadableTable,
+    StorageBackend, TableDefinition,
 };
 
 use crate::error::{IndexError, LogPosition};
 use crate::event::{Seq, SessionHeader};
 
-/// `meta`: name → bytes.
+/// `meta`: name → bytes ‖ CRC.
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
-/// `sessions`: session id → [`SessionRow`] bytes.
+/// `sessions`: session number → [`SessionRow`] bytes ‖ CRC.
 pub const SESSIONS: TableDefinition<u64, &[u8]> = TableDefinition::new("sessions");
-/// `session_ids`: session number → session id.
-pub const SESSION_IDS: TableDefinition<u64, &str> = TableDefinition::new("session_ids");
-/// `events`: (session number, first seq of a run) big-endian → [`Run`] value ([`RUN_LEN`] bytes).
-/// One entry per run of a session's consecutive events in one frame (a sparse index).
-pub const EVENTS: TableDefinition<&[u8; 16], &[u8; RUN_LEN]> = TableDefinition::new("events");
+/// `session_ids`: session number → session id (UTF-8) ‖ CRC.
+pub const SESSION_IDS: TableDefinition<u64, &[u8]> = TableDefinition::new("session_ids");
+/// `events`: (session number, first seq of a run) big-endian → [`Run`] value ([`RUN_LEN`] bytes)
+/// ‖ CRC. One entry per run of a session's consecutive events in one frame (a sparse index).
+pub const EVENTS: TableDefinition<&[u8; 16], &[u8; RUN_VALUE_LEN]> = TableDefinition::new("events");
 
-/// Bytes of an `events` value ([`Run::encode`]).
+/// Bytes of an encoded [`Run`] ([`Run::encode`]).
 pub const RUN_LEN: usize = 28;
+/// Bytes of an `events` value: the run and its CRC ([`run_value`]).
+pub const RUN_VALUE_LEN: usize = RUN_LEN + CRC_LEN;
+/// Bytes of a `surface` value: prev ‖ next ‖ CRC.
+pub const SURFACE_VALUE_LEN: usize = 16 + CRC_LEN;
+/// Bytes of the CRC-32 that ends every index value.
+pub const CRC_LEN: usize = 4;
 
-/// `surface`: (session number, seq) big-endian → prev seq ‖ next seq (u64 LE, `u64::MAX` = none).
-pub const SURFACE: TableDefinition<&[u8; 16], &[u8; 16]> = TableDefinition::new("surface");
-/// `session_state`: session number → covered seq (u64 LE) ‖ postcard `SessionState`.
+/// `surface`: (session number, seq) big-endian → prev seq ‖ next seq (u64 LE, `u64::MAX` = none)
+/// ‖ CRC.
+pub const SURFACE: TableDefinition<&[u8; 16], &[u8; SURFACE_VALUE_LEN]> =
+    TableDefinition::new("surface");
+/// `session_state`: session number → covered seq (u64 LE) ‖ postcard `SessionState` ‖ CRC.
 pub const SESSION_STATE: TableDefinition<u64, &[u8]> = TableDefinition::new("session_state");
 
 /// `projections`: (session number, projection key) → projection checkpoint record
-/// (`crate::projection::Checkpoint::to_record`).
+/// (`crate::projection::Checkpoint::to_record`) ‖ CRC.
 pub const PROJECTIONS: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("projections");
+
+/// The key bytes a value's CRC covers (format-spec.md §5): a `u64` key as 8 bytes LE, a `&str`
+/// key as its UTF-8 bytes, a byte-array key as is, a `(u64, &str)` key as both concatenated.
+pub struct KeyBytes;
+
+impl KeyBytes {
+    /// A `u64` key.
+    pub fn number(n: u64) -> [u8; 8] {
+        n.to_le_bytes()
+    }
+
+    /// A `(u64, &str)` key.
+    pub fn pair(n: u64, s: &str) -> Vec<u8> {
+        let mut b = n.to_le_bytes().to_vec();
+        b.extend_from_slice(s.as_bytes());
+        b
+    }
+}
+
+/// The CRC-32 of `key` ‖ `payload`.
+pub fn value_crc(key: &[u8], payload: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(key);
+    h.update(payload);
+    h.finalize()
+}
+
+/// `payload` ‖ its CRC-32 (with `key`, LE): an index value.
+pub fn seal(key: &[u8], payload: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(payload.len() + CRC_LEN);
+    v.extend_from_slice(payload);
+    v.extend_from_slice(&value_crc(key, payload).to_le_bytes());
+    v
+}
+
+/// The payload of an index value after checking its CRC.
+fn unseal<'a>(table: &'static str, key: &[u8], value: &'a [u8]) -> Result<&'a [u8], IndexError> {
+    let Some(split) = value.len().checked_sub(CRC_LEN) else {
+        return Err(damaged(
+            table,
+            format!(
+                "the value of key {} is {} bytes, shorter than its CRC",
+                hex(key),
+                value.len()
+            ),
+        ));
+    };
+    let (payload, crc) = value.split_at(split);
+    let stored = u32_le(crc);
+    let computed = value_crc(key, payload);
+    if stored != computed {
+        return Err(damaged(
+            table,
+            format!(
+                "the value of key {} fails its CRC (stored {stored:#010x}, computed {computed:#010x})",
+                hex(key)
+            ),
+        ));
+    }
+    Ok(payload)
+}
+
+/// The `events` value of `session`'s `run`: [`Run::encode`] ‖ CRC.
+pub fn run_value(session: u64, run: &Run) -> [u8; RUN_VALUE_LEN] {
+    let key = event_key(session, run.first_seq);
+    let payload = run.encode();
+    let mut v = [0u8; RUN_VALUE_LEN];
+    v[..RUN_LEN].copy_from_slice(&payload);
+    v[RUN_LEN..].copy_from_slice(&value_crc(&key, &payload).to_le_bytes());
+    v
+}
+
+/// The `surface` value of node `(session, seq)`: prev ‖ next ‖ CRC.
+pub fn surface_value(session: u64, seq: Seq, prev: Seq, next: Seq) -> [u8; SURFACE_VALUE_LEN] {
+    let mut v = [0u8; SURFACE_VALUE_LEN];
+    v[0..8].copy_from_slice(&prev.to_le_bytes());
+    v[8..16].copy_from_slice(&next.to_le_bytes());
+    let crc = value_crc(&event_key(session, seq), &v[..16]);
+    v[16..].copy_from_slice(&crc.to_le_bytes());
+    v
+}
+
+/// Decodes an `events` entry (checking its CRC): (session number, run).
+pub fn decode_run_entry(
+    key: &[u8; 16],
+    value: &[u8; RUN_VALUE_LEN],
+) -> Result<(u64, Run), IndexError> {
+    let payload = unseal("events", key, value)?;
+    let mut b = [0u8; RUN_LEN];
+    b.copy_from_slice(payload);
+    Ok((u64_be(&key[0..8]), Run::decode(u64_be(&key[8..16]), &b)?))
+}
 
 /// "No node" in a surface link.
 pub const NO_NODE: u64 = u64::MAX;
@@ -423,7 +535,20 @@ enum Db {
 
 /// The opened index.
 pub struct Index {
-    db: Db,
+    /// `None` only while being dropped.
+    db: Option<Db>,
+}
+
+impl Drop for Index {
+    fn drop(&mut self) {
+        // Closing a damaged file (or one redb panicked on before) can panic inside redb.
+        if let Some(db) = self.db.take() {
+            let _ = guarded("index.redb", move || {
+                drop(db);
+                Ok(())
+            });
+        }
+    }
 }
 
 impl std::fmt::Debug for Index {
@@ -433,7 +558,7 @@ impl std::fmt::Debug for Index {
 }
 
 /// The index format version (stored under `meta/format_version`).
-pub const INDEX_FORMAT_VERSION: u32 = 2;
+pub const INDEX_FORMAT_VERSION: u32 = 3;
 
 /// What the index says when opened.
 #[derive(Debug, Clone, PartialEq)]
@@ -448,10 +573,153 @@ pub struct IndexState {
     pub next_session: u64,
 }
 
+thread_local! {
+    /// Depth of [`guarded`] calls on this thread: panics inside them are not printed.
+    static GUARDED: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Installs (once) a panic hook that stays quiet for panics [`guarded`] turns into errors and
+/// hands every other panic to the hook that was installed before.
+fn quiet_guarded_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if GUARDED.with(Cell::get) == 0 {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Runs a redb call, turning a panic inside redb (a damaged file can make it hit an
+/// `unreachable!` or index out of bounds) into [`IndexError::Damaged`].
+fn guarded<T>(
+    table: &'static str,
+    f: impl FnOnce() -> Result<T, IndexError>,
+) -> Result<T, IndexError> {
+    quiet_guarded_panics();
+    GUARDED.with(|g| g.set(g.get() + 1));
+    let result = std::panic::catch_unwind(AssertUnwindSafe(f));
+    GUARDED.with(|g| g.set(g.get().saturating_sub(1)));
+    match result {
+        Ok(r) => r,
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".to_owned());
+            Err(damaged(table, format!("redb failed reading it: {message}")))
+        }
+    }
+}
+
+/// True when a redb error opening or checking the file means the file is unusable and is
+/// best rebuilt from the log: anything but the file being in use or not accessible to us (a
+/// damaged header can make redb read past the end, or call an empty file not a database).
+fn damage_in(e: &redb::DatabaseError) -> bool {
+    match e {
+        redb::DatabaseError::Storage(redb::StorageError::Io(io)) => {
+            io.kind() != std::io::ErrorKind::PermissionDenied
+        }
+        redb::DatabaseError::DatabaseAlreadyOpen => false,
+        _ => true,
+    }
+}
+
+fn open_error(path: &Path, e: redb::DatabaseError) -> IndexError {
+    if damage_in(&e) {
+        damaged(
+            "index.redb",
+            format!("redb cannot open {}: {e}", path.display()),
+        )
+    } else {
+        IndexError::Redb(format!("opening {}: {e}", path.display()))
+    }
+}
+
+/// An in-memory redb backend holding `bytes`.
+fn memory_backend(bytes: &[u8]) -> Result<redb::backends::InMemoryBackend, IndexError> {
+    let backend = redb::backends::InMemoryBackend::new();
+    backend
+        .set_len(bytes.len() as u64)
+        .and_then(|()| backend.write(0, bytes))
+        .map_err(|e| IndexError::Redb(format!("copying the index into memory: {e}")))?;
+    Ok(backend)
+}
+
 impl Index {
-    /// Opens (or creates) `index.redb` for writing.
+    /// Opens (or creates) `index.redb` for writing. A file redb refuses as corrupt, or that
+    /// makes redb panic, is [`IndexError::Damaged`].
     pub fn open(path: &Path) -> Result<Index, IndexError> {
-        let db = Database::create(path)?;
+        guarded("index.redb", || {
+            let db = Database::create(path).map_err(|e| open_error(path, e))?;
+            Index::init(db)
+        })
+    }
+
+    /// [`Index::open`], then redb's integrity check (every page checksum of the committed
+    /// trees) and a check of every entry's CRC ([`Index::check_entries`]). For `recover`.
+    pub fn open_checked(path: &Path) -> Result<Index, IndexError> {
+        guarded("index.redb", || {
+            let db = Builder::new()
+                .set_check_integrity_on_open(true)
+                .create(path)
+                .map_err(|e| open_error(path, e))?;
+            let index = Index::init(db)?;
+            if index.load()?.format_version == Some(INDEX_FORMAT_VERSION) {
+                index.check_entries()?;
+            }
+            Ok(index)
+        })
+    }
+
+    /// A new, empty index held in memory (nothing is written to disk).
+    pub fn in_memory() -> Result<Index, IndexError> {
+        guarded("index.redb", || {
+            let db = Builder::new()
+                .create_with_backend(redb::backends::InMemoryBackend::new())
+                .map_err(|e| IndexError::Redb(format!("creating an index in memory: {e}")))?;
+            Index::init(db)
+        })
+    }
+
+    /// A copy of `index.redb` in memory, opened writable there: redb repairs a file whose
+    /// writer crashed in memory, and later commits change only the copy. The file is only
+    /// read.
+    pub fn copy_in_memory(path: &Path) -> Result<Index, IndexError> {
+        let bytes = std::fs::read(path)
+            .map_err(|e| IndexError::Redb(format!("reading {}: {e}", path.display())))?;
+        guarded("index.redb", || {
+            let db = Builder::new()
+                .create_with_backend(memory_backend(&bytes)?)
+                .map_err(|e| open_error(path, e))?;
+            Index::init(db)
+        })
+    }
+
+    /// Opens `index.redb` for a read-only store without modifying it: the file itself when
+    /// its last writer closed it, otherwise (a writer crashed, leaving redb commits that need
+    /// repair) a copy repaired in memory, with the reason.
+    pub fn open_for_reading(path: &Path) -> Result<(Index, Option<String>), IndexError> {
+        let opened = guarded("index.redb", || Ok(ReadOnlyDatabase::open(path)))?;
+        match opened {
+            Ok(db) => Ok((
+                Index {
+                    db: Some(Db::Read(db)),
+                },
+                None,
+            )),
+            Err(redb::DatabaseError::RepairAborted) => Ok((
+                Index::copy_in_memory(path)?,
+                Some("the last writer did not close the index (it crashed or was killed)".into()),
+            )),
+            Err(e) => Err(open_error(path, e)),
+        }
+    }
+
+    fn init(db: Database) -> Result<Index, IndexError> {
         // An index of another format version keeps its tables as they are (their types may
         // differ): recovery refuses it or clears it for a rebuild.
         let version = {
@@ -462,8 +730,10 @@ impl Index {
                 Err(e) => return Err(e.into()),
             }
         };
-        if version.is_some_and(|v| v != INDEX_FORMAT_VERSION.to_le_bytes()) {
-            return Ok(Index { db: Db::Write(db) });
+        if version.is_some_and(|v| v.get(..4) != Some(&INDEX_FORMAT_VERSION.to_le_bytes()[..])) {
+            return Ok(Index {
+                db: Some(Db::Write(db)),
+            });
         }
         let mut txn = db.begin_write()?;
         // Creating missing tables need not be durable: a lost creation is redone next open.
@@ -478,32 +748,73 @@ impl Index {
             txn.open_table(PROJECTIONS)?;
         }
         txn.commit()?;
-        Ok(Index { db: Db::Write(db) })
+        Ok(Index {
+            db: Some(Db::Write(db)),
+        })
     }
 
-    /// Opens an existing `index.redb` read-only.
+    /// Opens an existing `index.redb` read-only (fails when a crashed writer left commits that
+    /// need repair; [`Index::open_for_reading`] handles that).
     pub fn open_read_only(path: &Path) -> Result<Index, IndexError> {
-        Ok(Index {
-            db: Db::Read(ReadOnlyDatabase::open(path)?),
+        guarded("index.redb", || {
+            Ok(Index {
+                db: Some(Db::Read(
+                    ReadOnlyDatabase::open(path).map_err(|e| open_error(path, e))?,
+                )),
+            })
         })
+    }
+
+    /// redb's integrity check (every page checksum; repairs in place, so use it on a writable
+    /// index or an in-memory copy). `Ok(false)` when redb had to repair something.
+    pub fn check_integrity(&mut self) -> Result<bool, IndexError> {
+        let Some(Db::Write(db)) = &mut self.db else {
+            return Err(IndexError::Redb(
+                "the integrity check needs a writable index or an in-memory copy".into(),
+            ));
+        };
+        guarded("index.redb", || match db.check_integrity() {
+            Ok(clean) => Ok(clean),
+            Err(e) if damage_in(&e) => Err(damaged(
+                "index.redb",
+                format!("redb's integrity check failed: {e}"),
+            )),
+            Err(e) => Err(IndexError::Redb(e.to_string())),
+        })
+    }
+
+    /// True when the index accepts commits (a read-write file, or a copy in memory).
+    pub fn is_writable(&self) -> bool {
+        matches!(self.db, Some(Db::Write(_)))
+    }
+
+    /// Closes the index (a damaged file may make redb panic even while closing; that is
+    /// caught).
+    pub fn close(self) {
+        drop(self);
     }
 
     fn begin_read(&self) -> Result<redb::ReadTransaction, IndexError> {
         Ok(match &self.db {
-            Db::Write(db) => db.begin_read()?,
-            Db::Read(db) => db.begin_read()?,
+            Some(Db::Write(db)) => db.begin_read()?,
+            Some(Db::Read(db)) => db.begin_read()?,
+            None => return Err(IndexError::Redb("the index is closed".into())),
         })
     }
 
     fn writer(&self) -> Result<&Database, IndexError> {
         match &self.db {
-            Db::Write(db) => Ok(db),
-            Db::Read(_) => Err(IndexError::Redb("the index is open read-only".into())),
+            Some(Db::Write(db)) => Ok(db),
+            _ => Err(IndexError::Redb("the index is open read-only".into())),
         }
     }
 
-    /// Reads the meta table and every session row.
+    /// Reads the meta table and every session row (checking their CRCs).
     pub fn load(&self) -> Result<IndexState, IndexError> {
+        guarded("meta", || self.load_inner())
+    }
+
+    fn load_inner(&self) -> Result<IndexState, IndexError> {
         let txn = self.begin_read()?;
         let meta = match txn.open_table(META) {
             Ok(t) => t,
@@ -519,11 +830,21 @@ impl Index {
         };
         let format_version = match meta.get(META_FORMAT_VERSION)? {
             Some(v) => {
+                // The version comes first in every version's layout (versions 1 and 2 stored
+                // the 4 bytes alone, version 3 adds the CRC): a newer index is recognised
+                // whatever else it changed.
                 let v = v.value();
-                if v.len() != 4 {
-                    return Err(malformed("meta", "format_version is not 4 bytes".into()));
+                if v.len() < 4 {
+                    return Err(damaged("meta", "format_version is under 4 bytes".into()));
                 }
-                Some(u32_le(v))
+                let version = u32_le(v);
+                if version == INDEX_FORMAT_VERSION {
+                    let payload = unseal("meta", META_FORMAT_VERSION.as_bytes(), v)?;
+                    if payload.len() != 4 {
+                        return Err(damaged("meta", "format_version is not 4 bytes".into()));
+                    }
+                }
+                Some(version)
             }
             None => None,
         };
@@ -537,35 +858,67 @@ impl Index {
             });
         }
         let watermark = match meta.get(META_WATERMARK)? {
-            Some(v) => Watermark::decode(v.value())?,
+            Some(v) => Watermark::decode(unseal("meta", META_WATERMARK.as_bytes(), v.value())?)?,
             None => Watermark::default(),
         };
         let next_session = match meta.get(META_NEXT_SESSION)? {
             Some(v) => {
-                let v = v.value();
+                let v = unseal("meta", META_NEXT_SESSION.as_bytes(), v.value())?;
                 if v.len() != 8 {
-                    return Err(malformed("meta", "next_session is not 8 bytes".into()));
+                    return Err(damaged("meta", "next_session is not 8 bytes".into()));
                 }
                 u64_le(v)
             }
             None => 0,
         };
+        if format_version.is_none() {
+            let mut present = watermark != Watermark::default() || next_session != 0;
+            match txn.open_table(SESSIONS) {
+                Ok(t) => present |= t.iter()?.next().is_some(),
+                Err(redb::TableError::TableDoesNotExist(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+            match txn.open_table(EVENTS) {
+                Ok(t) => present |= t.iter()?.next().is_some(),
+                Err(redb::TableError::TableDoesNotExist(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+            if present {
+                return Err(damaged(
+                    "meta",
+                    "the format version is missing while other entries are present".into(),
+                ));
+            }
+        }
         let mut sessions = Vec::new();
-        let table = txn.open_table(SESSIONS)?;
+        let table = match txn.open_table(SESSIONS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) if format_version.is_none() => {
+                return Ok(IndexState {
+                    format_version,
+                    watermark,
+                    sessions,
+                    next_session,
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
         for item in table.iter()? {
             let (k, v) = item?;
-            let row = SessionRow::decode(v.value())?;
-            if row.number != k.value() {
-                return Err(malformed(
+            let number = k.value();
+            let row =
+                SessionRow::decode(unseal("sessions", &KeyBytes::number(number), v.value())?)?;
+            if row.number != number {
+                return Err(damaged(
                     "sessions",
-                    format!(
-                        "row of session number {} is keyed {}",
-                        row.number,
-                        k.value()
-                    ),
+                    format!("row of session number {} is keyed {number}", row.number),
                 ));
             }
             sessions.push((row.header.id.to_string(), row));
+        }
+        counted("sessions", sessions.len(), &table)?;
+        if format_version.is_some() && meta.get(META_WATERMARK)?.is_none() {
+            return Err(damaged("meta", "the watermark is missing".into()));
         }
         Ok(IndexState {
             format_version,
@@ -583,6 +936,15 @@ impl Index {
         watermark: Watermark,
         durable: bool,
     ) -> Result<(), IndexError> {
+        guarded("events", || self.commit_inner(batch, watermark, durable))
+    }
+
+    fn commit_inner(
+        &self,
+        batch: &IndexBatch,
+        watermark: Watermark,
+        durable: bool,
+    ) -> Result<(), IndexError> {
         let db = self.writer()?;
         let mut txn = db.begin_write()?;
         txn.set_durability(if durable {
@@ -590,32 +952,43 @@ impl Index {
         } else {
             Durability::None
         })?;
+        let meta_value = |key: &str, payload: &[u8]| seal(key.as_bytes(), payload);
         {
             let mut meta = txn.open_table(META)?;
             meta.insert(
                 META_FORMAT_VERSION,
-                INDEX_FORMAT_VERSION.to_le_bytes().as_slice(),
+                meta_value(META_FORMAT_VERSION, &INDEX_FORMAT_VERSION.to_le_bytes()).as_slice(),
             )?;
-            meta.insert(META_WATERMARK, watermark.encode().as_slice())?;
+            meta.insert(
+                META_WATERMARK,
+                meta_value(META_WATERMARK, &watermark.encode()).as_slice(),
+            )?;
             let purged = batch.ops.iter().filter_map(|op| match op {
                 IndexOp::Purge { session, .. } => Some(*session),
                 _ => None,
             });
             if let Some(max) = batch.sessions.iter().map(|r| r.number).chain(purged).max() {
                 let stored = match meta.get(META_NEXT_SESSION)? {
-                    Some(v) if v.value().len() == 8 => u64_le(v.value()),
-                    _ => 0,
+                    Some(v) => {
+                        let v = unseal("meta", META_NEXT_SESSION.as_bytes(), v.value())?;
+                        if v.len() == 8 { u64_le(v) } else { 0 }
+                    }
+                    None => 0,
                 };
                 let next = stored.max(max.saturating_add(1));
                 if next != stored {
-                    meta.insert(META_NEXT_SESSION, next.to_le_bytes().as_slice())?;
+                    meta.insert(
+                        META_NEXT_SESSION,
+                        meta_value(META_NEXT_SESSION, &next.to_le_bytes()).as_slice(),
+                    )?;
                 }
             }
             let mut sessions = txn.open_table(SESSIONS)?;
             let mut ids = txn.open_table(SESSION_IDS)?;
             for row in &batch.sessions {
-                sessions.insert(row.number, row.encode().as_slice())?;
-                ids.insert(row.number, row.header.id.as_str())?;
+                let key = KeyBytes::number(row.number);
+                sessions.insert(row.number, seal(&key, &row.encode()).as_slice())?;
+                ids.insert(row.number, seal(&key, row.header.id.as_bytes()).as_slice())?;
             }
             let mut events = txn.open_table(EVENTS)?;
             let mut seen = std::collections::HashSet::new();
@@ -630,7 +1003,7 @@ impl Index {
                     let prev = match events.range::<&[u8; 16]>(&lo..=&key)?.next_back() {
                         Some(item) => {
                             let (k, v) = item?;
-                            Some(Run::decode(u64_be(&k.value()[8..16]), v.value())?)
+                            Some(decode_run_entry(k.value(), v.value())?.1)
                         }
                         None => None,
                     };
@@ -642,7 +1015,10 @@ impl Index {
                         run = Run { count, ..prev };
                     }
                 }
-                events.insert(&event_key(session, run.first_seq), &run.encode())?;
+                events.insert(
+                    &event_key(session, run.first_seq),
+                    &run_value(session, &run),
+                )?;
             }
             let mut surface = txn.open_table(SURFACE)?;
             let mut states = txn.open_table(SESSION_STATE)?;
@@ -655,10 +1031,10 @@ impl Index {
                         prev,
                         next,
                     } => {
-                        let mut v = [0u8; 16];
-                        v[0..8].copy_from_slice(&prev.to_le_bytes());
-                        v[8..16].copy_from_slice(&next.to_le_bytes());
-                        surface.insert(&event_key(*session, *seq), &v)?;
+                        surface.insert(
+                            &event_key(*session, *seq),
+                            &surface_value(*session, *seq, *prev, *next),
+                        )?;
                     }
                     IndexOp::Unlink { session, seq } => {
                         surface.remove(&event_key(*session, *seq))?;
@@ -671,14 +1047,18 @@ impl Index {
                         let mut v = Vec::with_capacity(8 + bytes.len());
                         v.extend_from_slice(&covered.to_le_bytes());
                         v.extend_from_slice(bytes);
-                        states.insert(*session, v.as_slice())?;
+                        states
+                            .insert(*session, seal(&KeyBytes::number(*session), &v).as_slice())?;
                     }
                     IndexOp::Projection {
                         session,
                         key,
                         record,
                     } => {
-                        projections.insert((*session, key.as_str()), record.as_slice())?;
+                        projections.insert(
+                            (*session, key.as_str()),
+                            seal(&KeyBytes::pair(*session, key), record).as_slice(),
+                        )?;
                     }
                     IndexOp::Purge { session, .. } => {
                         projections.retain_in::<(u64, &str), _>(
@@ -702,82 +1082,95 @@ impl Index {
 
     /// Removes every entry (used before a rebuild from the log).
     pub fn clear(&self) -> Result<(), IndexError> {
-        let db = self.writer()?;
-        let txn = db.begin_write()?;
-        txn.delete_table(META)?;
-        txn.delete_table(SESSIONS)?;
-        txn.delete_table(SESSION_IDS)?;
-        txn.delete_table(EVENTS)?;
-        txn.delete_table(SURFACE)?;
-        txn.delete_table(SESSION_STATE)?;
-        txn.delete_table(PROJECTIONS)?;
-        {
-            txn.open_table(META)?;
-            txn.open_table(SESSIONS)?;
-            txn.open_table(SESSION_IDS)?;
-            txn.open_table(EVENTS)?;
-            txn.open_table(SURFACE)?;
-            txn.open_table(SESSION_STATE)?;
-            txn.open_table(PROJECTIONS)?;
-        }
-        txn.commit()?;
-        Ok(())
+        guarded("index.redb", || {
+            let db = self.writer()?;
+            let txn = db.begin_write()?;
+            txn.delete_table(META)?;
+            txn.delete_table(SESSIONS)?;
+            txn.delete_table(SESSION_IDS)?;
+            txn.delete_table(EVENTS)?;
+            txn.delete_table(SURFACE)?;
+            txn.delete_table(SESSION_STATE)?;
+            txn.delete_table(PROJECTIONS)?;
+            {
+                txn.open_table(META)?;
+                txn.open_table(SESSIONS)?;
+                txn.open_table(SESSION_IDS)?;
+                txn.open_table(EVENTS)?;
+                txn.open_table(SURFACE)?;
+                txn.open_table(SESSION_STATE)?;
+                txn.open_table(PROJECTIONS)?;
+            }
+            txn.commit()?;
+            Ok(())
+        })
     }
 
     /// Every projection checkpoint record of `session`: (key, record).
     pub fn projections(&self, session: u64) -> Result<Vec<(String, Vec<u8>)>, IndexError> {
-        let txn = self.begin_read()?;
-        let table = match txn.open_table(PROJECTIONS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(e.into()),
-        };
-        let mut out = Vec::new();
-        for item in table.range::<(u64, &str)>((session, "")..(session + 1, ""))? {
-            let (k, v) = item?;
-            out.push((k.value().1.to_owned(), v.value().to_vec()));
-        }
-        Ok(out)
+        guarded("projections", || {
+            let txn = self.begin_read()?;
+            let table = match txn.open_table(PROJECTIONS) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+                Err(e) => return Err(e.into()),
+            };
+            let mut out = Vec::new();
+            for item in table.range::<(u64, &str)>((session, "")..(session + 1, ""))? {
+                let (k, v) = item?;
+                let (n, key) = k.value();
+                let record = unseal("projections", &KeyBytes::pair(n, key), v.value())?;
+                out.push((key.to_owned(), record.to_vec()));
+            }
+            Ok(out)
+        })
     }
 
     /// Every surface node of `session` with its (prev, next) links.
     pub fn surface_links(&self, session: u64) -> Result<Vec<(Seq, Seq, Seq)>, IndexError> {
-        let txn = self.begin_read()?;
-        let table = txn.open_table(SURFACE)?;
-        let lo = event_key(session, 0);
-        let hi = event_key(session, u64::MAX);
-        let mut out = Vec::new();
-        for item in table.range::<&[u8; 16]>(&lo..=&hi)? {
-            let (k, v) = item?;
-            let (k, v) = (k.value(), v.value());
-            out.push((u64_be(&k[8..16]), u64_le(&v[0..8]), u64_le(&v[8..16])));
-        }
-        Ok(out)
+        guarded("surface", || {
+            let txn = self.begin_read()?;
+            let table = txn.open_table(SURFACE)?;
+            let lo = event_key(session, 0);
+            let hi = event_key(session, u64::MAX);
+            let mut out = Vec::new();
+            for item in table.range::<&[u8; 16]>(&lo..=&hi)? {
+                let (k, v) = item?;
+                let k = k.value();
+                let v = unseal("surface", k, v.value())?;
+                out.push((u64_be(&k[8..16]), u64_le(&v[0..8]), u64_le(&v[8..16])));
+            }
+            Ok(out)
+        })
     }
 
     /// The session-state checkpoint of `session`: (covered seq, postcard bytes).
     pub fn state(&self, session: u64) -> Result<Option<(Seq, Vec<u8>)>, IndexError> {
-        let txn = self.begin_read()?;
-        let table = txn.open_table(SESSION_STATE)?;
-        let Some(v) = table.get(session)? else {
-            return Ok(None);
-        };
-        let v = v.value();
-        if v.len() < 8 {
-            return Err(malformed(
-                "session_state",
-                format!("value is {} bytes", v.len()),
-            ));
-        }
-        Ok(Some((u64_le(&v[0..8]), v[8..].to_vec())))
+        guarded("session_state", || {
+            let txn = self.begin_read()?;
+            let table = txn.open_table(SESSION_STATE)?;
+            let Some(v) = table.get(session)? else {
+                return Ok(None);
+            };
+            let v = unseal("session_state", &KeyBytes::number(session), v.value())?;
+            if v.len() < 8 {
+                return Err(damaged(
+                    "session_state",
+                    format!("the value of session number {session} is {} bytes", v.len()),
+                ));
+            }
+            Ok(Some((u64_le(&v[0..8]), v[8..].to_vec())))
+        })
     }
 
     /// The run holding `session`'s event `seq`: the entry with the largest key at or below
     /// `(session, seq)`, if it belongs to `session` and its count reaches `seq`.
     pub fn run(&self, session: u64, seq: Seq) -> Result<Option<Run>, IndexError> {
-        let txn = self.begin_read()?;
-        let table = txn.open_table(EVENTS)?;
-        covering(&table, session, seq)
+        guarded("events", || {
+            let txn = self.begin_read()?;
+            let table = txn.open_table(EVENTS)?;
+            covering(&table, session, seq)
+        })
     }
 
     /// The runs holding `session`'s events with seq in `from..to`, in seq order, at most
@@ -794,79 +1187,131 @@ impl Index {
         if from >= to || limit == 0 {
             return Ok(out);
         }
-        let txn = self.begin_read()?;
-        let table = txn.open_table(EVENTS)?;
-        out.extend(covering(&table, session, from)?);
-        let lo = event_key(session, from + 1);
-        let hi = event_key(session, to);
-        for item in table.range::<&[u8; 16]>(&lo..&hi)? {
-            if out.len() >= limit {
-                break;
+        guarded("events", || {
+            let txn = self.begin_read()?;
+            let table = txn.open_table(EVENTS)?;
+            out.extend(covering(&table, session, from)?);
+            let lo = event_key(session, from + 1);
+            let hi = event_key(session, to);
+            for item in table.range::<&[u8; 16]>(&lo..&hi)? {
+                if out.len() >= limit {
+                    break;
+                }
+                let (k, v) = item?;
+                let (_, run) = decode_run_entry(k.value(), v.value())?;
+                out.push(run);
             }
-            let (k, v) = item?;
-            out.push(Run::decode(u64_be(&k.value()[8..16]), v.value())?);
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
-    /// Every entry of every table, in key order, as bytes: for comparing two indexes.
+    /// Every entry of every table, in key order, as bytes (values without their CRC, which
+    /// is checked): for comparing two indexes.
     pub fn dump(&self) -> Result<Vec<DumpEntry>, IndexError> {
+        guarded("index.redb", || self.dump_inner())
+    }
+
+    /// Checks every entry of every table (its CRC and, where it has one, its layout).
+    /// Returns the number of entries.
+    pub fn check_entries(&self) -> Result<u64, IndexError> {
+        let entries = self.dump()?;
+        for (table, key, value) in &entries {
+            match table.as_str() {
+                "sessions" => {
+                    SessionRow::decode(value)?;
+                }
+                "events" => {
+                    let mut b = [0u8; RUN_LEN];
+                    if value.len() != RUN_LEN || key.len() != 16 {
+                        return Err(damaged("events", "an entry has the wrong size".into()));
+                    }
+                    b.copy_from_slice(value);
+                    Run::decode(u64_be(&key[8..16]), &b)?;
+                }
+                "session_ids" if std::str::from_utf8(value).is_err() => {
+                    return Err(damaged("session_ids", "an id is not UTF-8".into()));
+                }
+                _ => {}
+            }
+        }
+        Ok(entries.len() as u64)
+    }
+
+    fn dump_inner(&self) -> Result<Vec<DumpEntry>, IndexError> {
         let txn = self.begin_read()?;
         let mut out = Vec::new();
-        for item in txn.open_table(META)?.iter()? {
+        let table = txn.open_table(META)?;
+        let before = out.len();
+        for item in table.iter()? {
             let (k, v) = item?;
-            out.push((
-                "meta".into(),
-                k.value().as_bytes().to_vec(),
-                v.value().to_vec(),
-            ));
+            let k = k.value();
+            let v = unseal("meta", k.as_bytes(), v.value())?;
+            out.push(("meta".into(), k.as_bytes().to_vec(), v.to_vec()));
         }
-        for item in txn.open_table(SESSIONS)?.iter()? {
+        counted("meta", out.len() - before, &table)?;
+        let table = txn.open_table(SESSIONS)?;
+        let before = out.len();
+        for item in table.iter()? {
             let (k, v) = item?;
-            out.push((
-                "sessions".into(),
-                k.value().to_be_bytes().to_vec(),
-                v.value().to_vec(),
-            ));
+            let k = k.value();
+            let v = unseal("sessions", &KeyBytes::number(k), v.value())?;
+            out.push(("sessions".into(), k.to_be_bytes().to_vec(), v.to_vec()));
         }
-        for item in txn.open_table(SESSION_IDS)?.iter()? {
+        counted("sessions", out.len() - before, &table)?;
+        let table = txn.open_table(SESSION_IDS)?;
+        let before = out.len();
+        for item in table.iter()? {
             let (k, v) = item?;
-            out.push((
-                "session_ids".into(),
-                k.value().to_be_bytes().to_vec(),
-                v.value().as_bytes().to_vec(),
-            ));
+            let k = k.value();
+            let v = unseal("session_ids", &KeyBytes::number(k), v.value())?;
+            out.push(("session_ids".into(), k.to_be_bytes().to_vec(), v.to_vec()));
         }
-        for item in txn.open_table(EVENTS)?.iter()? {
+        counted("session_ids", out.len() - before, &table)?;
+        let table = txn.open_table(EVENTS)?;
+        let before = out.len();
+        for item in table.iter()? {
             let (k, v) = item?;
-            out.push(("events".into(), k.value().to_vec(), v.value().to_vec()));
+            let k = k.value();
+            let v = unseal("events", k, v.value())?;
+            out.push(("events".into(), k.to_vec(), v.to_vec()));
         }
-        for item in txn.open_table(SURFACE)?.iter()? {
+        counted("events", out.len() - before, &table)?;
+        let table = txn.open_table(SURFACE)?;
+        let before = out.len();
+        for item in table.iter()? {
             let (k, v) = item?;
-            out.push(("surface".into(), k.value().to_vec(), v.value().to_vec()));
+            let k = k.value();
+            let v = unseal("surface", k, v.value())?;
+            out.push(("surface".into(), k.to_vec(), v.to_vec()));
         }
-        for item in txn.open_table(SESSION_STATE)?.iter()? {
+        counted("surface", out.len() - before, &table)?;
+        let table = txn.open_table(SESSION_STATE)?;
+        let before = out.len();
+        for item in table.iter()? {
             let (k, v) = item?;
-            out.push((
-                "session_state".into(),
-                k.value().to_be_bytes().to_vec(),
-                v.value().to_vec(),
-            ));
+            let k = k.value();
+            let v = unseal("session_state", &KeyBytes::number(k), v.value())?;
+            out.push(("session_state".into(), k.to_be_bytes().to_vec(), v.to_vec()));
         }
-        for item in txn.open_table(PROJECTIONS)?.iter()? {
+        counted("session_state", out.len() - before, &table)?;
+        let table = txn.open_table(PROJECTIONS)?;
+        let before = out.len();
+        for item in table.iter()? {
             let (k, v) = item?;
             let (session, key) = k.value();
+            let v = unseal("projections", &KeyBytes::pair(session, key), v.value())?;
             let mut kb = session.to_be_bytes().to_vec();
             kb.extend_from_slice(key.as_bytes());
-            out.push(("projections".into(), kb, v.value().to_vec()));
+            out.push(("projections".into(), kb, v.to_vec()));
         }
+        counted("projections", out.len() - before, &table)?;
         Ok(out)
     }
 }
 
 /// The run of `table` holding `(session, seq)`.
 fn covering(
-    table: &impl ReadableTable<&'static [u8; 16], &'static [u8; RUN_LEN]>,
+    table: &impl ReadableTable<&'static [u8; 16], &'static [u8; RUN_VALUE_LEN]>,
     session: u64,
     seq: Seq,
 ) -> Result<Option<Run>, IndexError> {
@@ -876,15 +1321,45 @@ fn covering(
         return Ok(None);
     };
     let (k, v) = item?;
-    let run = Run::decode(u64_be(&k.value()[8..16]), v.value())?;
+    let (_, run) = decode_run_entry(k.value(), v.value())?;
     Ok(run.contains(seq).then_some(run))
 }
 
 /// One index entry as bytes: (table, key, value).
 pub type DumpEntry = (String, Vec<u8>, Vec<u8>);
 
+/// Checks that iterating `table` gave as many entries as redb's table header records (a
+/// damaged page can hide entries without failing any value's CRC).
+fn counted(
+    name: &'static str,
+    iterated: usize,
+    table: &impl redb::ReadableTableMetadata,
+) -> Result<(), IndexError> {
+    let recorded = table.len()?;
+    if recorded != iterated as u64 {
+        return Err(damaged(
+            name,
+            format!("the table records {recorded} entries but {iterated} were found"),
+        ));
+    }
+    Ok(())
+}
+
+fn damaged(table: &'static str, detail: String) -> IndexError {
+    IndexError::Damaged { table, detail }
+}
+
 fn malformed(table: &'static str, detail: String) -> IndexError {
-    IndexError::Malformed { table, detail }
+    damaged(table, detail)
+}
+
+fn hex(b: &[u8]) -> String {
+    let shown: String = b.iter().take(24).map(|x| format!("{x:02x}")).collect();
+    if b.len() > 24 {
+        format!("{shown}…")
+    } else {
+        shown
+    }
 }
 
 fn u64_le(b: &[u8]) -> u64 {
@@ -971,7 +1446,7 @@ mod tests {
         zero[24..28].copy_from_slice(&0u32.to_le_bytes());
         assert!(matches!(
             Run::decode(42, &zero),
-            Err(IndexError::Malformed {
+            Err(IndexError::Damaged {
                 table: "events",
                 ..
             })

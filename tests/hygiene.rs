@@ -128,7 +128,7 @@ fn jsonl_files(dir: &Path, headers: &[SessionHeader], turns: u64, body: &str) ->
             ..Config::default()
         },
     )
-    .unwrap();
+    .unwrap_or_else(|e| panic!("read-only open of a closed store: {e:?}"));
     std::fs::create_dir_all(dir).unwrap();
     headers
         .iter()

@@ -6,9 +6,9 @@ mod common;
 use std::path::Path;
 
 use common::{config, read_all, synthetic_event};
-use sessionlog::error::{OpenError, ReadError};
+use sessionlog::error::{IndexError, OpenError, ReadError};
 use sessionlog::event::{Event, SessionHeader};
-use sessionlog::index::{EVENTS, INDEX_FORMAT_VERSION, Index, META, Run, event_key};
+use sessionlog::index::{EVENTS, INDEX_FORMAT_VERSION, Index, META, Run, event_key, run_value};
 use sessionlog::store::{Config, Durability, Store};
 
 /// The `events` entries of the index at `dir`: (session number, run).
@@ -182,8 +182,11 @@ fn put_run(dir: &Path, session: u64, run: Run) {
     let txn = db.begin_write().unwrap();
     {
         let mut t = txn.open_table(EVENTS).unwrap();
-        t.insert(&event_key(session, run.first_seq), &run.encode())
-            .unwrap();
+        t.insert(
+            &event_key(session, run.first_seq),
+            &run_value(session, &run),
+        )
+        .unwrap();
     }
     txn.commit().unwrap();
 }
@@ -222,17 +225,29 @@ fn a_run_that_claims_seqs_its_frame_lacks_is_corruption_on_read_and_in_verify() 
         other => panic!("expected corruption, got {other:?}"),
     }
     let report = store.verify().unwrap();
-    assert_eq!(report.problems.len(), 3, "{report:?}");
+    // Seqs 3..6 each point at the wrong frame; the cross-check against an index rebuilt from
+    // the log names the entry; replaying the session to check its surface cannot read seq 3.
+    assert_eq!(report.problems.len(), 5, "{report:?}");
     assert!(report.problems[0].contains("seq 3"), "{report:?}");
+    assert!(
+        report.problems[3].contains("index disagrees with the log at events"),
+        "{report:?}"
+    );
     drop(store);
 
     // A run whose count reaches past its frame: the seq past the frame's records is corruption.
     put_run(dir.path(), 1, second);
     put_run(dir.path(), 1, Run { count: 5, ..first });
     let store = Store::open(dir.path(), config(Durability::Sync)).unwrap();
-    // Seqs 3 and 4 resolve to the second run (the larger key), which is right.
+    // Seqs 3 and 4 resolve to the second run (the larger key), which is right; only the
+    // cross-check sees that the first entry claims seqs its frame lacks.
     assert_eq!(read_all(&store, "a"), events);
-    assert!(store.verify().unwrap().is_clean());
+    let report = store.verify().unwrap();
+    assert_eq!(report.problems.len(), 1, "{report:?}");
+    assert!(
+        report.problems[0].contains("index disagrees with the log at events"),
+        "{report:?}"
+    );
     drop(store);
     // Without the second run, seq 3 falls in the first run's count and is not in its frame.
     let db = redb::Database::open(dir.path().join("index.redb")).unwrap();
@@ -251,13 +266,24 @@ fn a_run_that_claims_seqs_its_frame_lacks_is_corruption_on_read_and_in_verify() 
         }
         other => panic!("expected corruption, got {other:?}"),
     }
-    // Seq 5 is past the run's count: the index has nothing for it.
+    // Seq 5 is past the run's count: the index has nothing for it, so it is damaged.
     assert!(matches!(
         store.get("a", 5),
-        Err(ReadError::Corruption { .. })
+        Err(ReadError::Index(IndexError::Damaged { .. }))
     ));
     let report = store.verify().unwrap();
-    assert_eq!(report.problems.len(), 3, "{report:?}");
+    // Three seqs without a right entry, the two entries that differ from a rebuild, and the
+    // surface replay that cannot read seq 3.
+    assert_eq!(report.problems.len(), 6, "{report:?}");
+    assert_eq!(
+        report
+            .problems
+            .iter()
+            .filter(|p| p.contains("index disagrees with the log at events"))
+            .count(),
+        2,
+        "{report:?}"
+    );
 }
 
 /// Sets `meta/format_version` and, for version 1, replaces `events` with a table of the
@@ -281,7 +307,7 @@ fn set_index_version(dir: &Path, version: u32) {
 
 #[test]
 fn an_index_of_format_version_1_is_rebuilt_by_a_writable_open() {
-    assert_eq!(INDEX_FORMAT_VERSION, 2);
+    assert_eq!(INDEX_FORMAT_VERSION, 3);
     let dir = tempfile::tempdir().unwrap();
     let written = {
         let store = Store::open(dir.path(), config(Durability::Buffered)).unwrap();
@@ -295,13 +321,19 @@ fn an_index_of_format_version_1_is_rebuilt_by_a_writable_open() {
         read_only: true,
         ..config(Durability::Buffered)
     };
-    match Store::open(dir.path(), read_only.clone()) {
-        Err(e @ OpenError::NeedsRepair { .. }) => {
-            let msg = e.to_string();
-            assert!(msg.contains("format version 1"), "{msg}");
-            assert!(msg.contains("read-write"), "{msg}");
+    // A read-only open answers from an index rebuilt in memory and says recovery is pending.
+    {
+        let ro = Store::open(dir.path(), read_only.clone()).unwrap();
+        let pending = ro.recovery_report().recovery_pending.clone();
+        assert!(
+            pending
+                .as_deref()
+                .is_some_and(|r| r.contains("format version 1")),
+            "{pending:?}"
+        );
+        for (id, events) in &written {
+            assert_eq!(&read_all(&ro, id), events);
         }
-        other => panic!("expected NeedsRepair, got {other:?}"),
     }
     let store = Store::open(dir.path(), config(Durability::Buffered)).unwrap();
     let report = store.recovery_report().clone();
@@ -331,7 +363,7 @@ fn an_index_of_a_newer_format_version_is_refused() {
         interleaved(&store, 5, 5);
         store.close().unwrap();
     }
-    set_index_version(dir.path(), 3);
+    set_index_version(dir.path(), 4);
     for read_only in [false, true] {
         let err = Store::open(
             dir.path(),
@@ -345,8 +377,8 @@ fn an_index_of_a_newer_format_version_is_refused() {
             matches!(
                 err,
                 OpenError::UnsupportedFormat {
-                    found: 3,
-                    supported: 2,
+                    found: 4,
+                    supported: 3,
                     ..
                 }
             ),

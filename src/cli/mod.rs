@@ -240,7 +240,10 @@ fn open_for_reading(dir: &std::path::Path) -> Result<Store, Box<dyn std::error::
         ..Config::default()
     };
     match Store::open(dir, read_only) {
-        Ok(store) => Ok(store),
+        Ok(store) => {
+            note_pending(&store);
+            Ok(store)
+        }
         Err(crate::error::OpenError::NeedsRepair { reason, .. }) => Err(format!(
             "the index of {} needs rebuilding ({reason}); `sessionlog verify` shows the damage, \
              `sessionlog recover` rebuilds the index (a damaged last frame is then cut as a torn write)",
@@ -251,8 +254,18 @@ fn open_for_reading(dir: &std::path::Path) -> Result<Store, Box<dyn std::error::
     }
 }
 
-/// `recover [--salvage]`: opens the store read-write (running recovery) and reports what
-/// recovery did.
+/// Prints a one-line note on stderr when a read-only open found a store that needs recovery
+/// (its answers are complete all the same: the repair was done in memory).
+pub(crate) fn note_pending(store: &Store) {
+    if let Some(reason) = &store.recovery_report().recovery_pending {
+        eprintln!(
+            "sessionlog: note: recovery is pending: {reason}. The answers include every acknowledged write; `sessionlog recover` repairs the store"
+        );
+    }
+}
+
+/// `recover [--salvage]`: opens the store read-write (running recovery, with redb's integrity
+/// check and a CRC check of every index entry) and reports what recovery did.
 fn recover(dir: &std::path::Path, salvage: bool) -> CliResult {
     if !dir.is_dir() {
         return Err(format!(
@@ -267,6 +280,7 @@ fn recover(dir: &std::path::Path, salvage: bool) -> CliResult {
         } else {
             crate::log::scan::RecoveryMode::TolerateTornTail
         },
+        check_index: true,
         ..Config::default()
     };
     let store = Store::open(dir, config)?;
@@ -281,13 +295,15 @@ fn recover(dir: &std::path::Path, salvage: bool) -> CliResult {
     );
     if r.index_rebuilt {
         crate::say!(
-            "index rebuilt: {}",
+            "index rebuilt from the log: {}",
             human(
                 r.rebuild_reason
                     .as_deref()
                     .unwrap_or("it disagreed with the log")
             )
         );
+    } else {
+        crate::say!("index checked: redb's integrity check and every entry's CRC pass");
     }
     if let Some(t) = &r.truncated {
         if r.torn_operation_frames > 0 {

@@ -42,13 +42,17 @@ fn open(dir: &Path) -> Result<(Store, Vec<String>), Box<dyn std::error::Error>> 
         ..Config::default()
     };
     match Store::open(dir, read_only.clone()) {
-        Ok(store) => Ok((store, Vec::new())),
+        Ok(store) => {
+            super::note_pending(&store);
+            Ok((store, Vec::new()))
+        }
         Err(OpenError::Corruption { position, reason }) => {
             let salvage = Config {
                 recovery: RecoveryMode::SalvageSkippingBadFrames,
                 ..read_only
             };
             let store = Store::open(dir, salvage)?;
+            super::note_pending(&store);
             let mut problems = vec![format!(
                 "the store does not open normally: corruption at {position}: {reason}"
             )];

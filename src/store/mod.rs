@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::error::{AppendError, LogPosition, OpenError, ReadError};
+use crate::error::{AppendError, IndexError, LogPosition, OpenError, ReadError};
 use crate::event::{Event, MAX_SAFE_INTEGER, Seq, SessionHeader};
 use crate::fs::{FileSystem, StdFileSystem};
 use crate::index::{Index, IndexOp, Location, NO_NODE, Run, SessionRow};
@@ -112,6 +112,10 @@ pub struct Config {
     pub projection_checkpoints: CheckpointPolicy,
     /// The file system (the seam for fault injection).
     pub fs: Arc<dyn FileSystem>,
+    /// A read-write open also runs redb's integrity check over `index.redb` and checks every
+    /// index entry's CRC (what `sessionlog recover` does), rebuilding a damaged index from the
+    /// log. Reads the whole index. Default false (damage is still detected when read).
+    pub check_index: bool,
 }
 
 impl Default for Config {
@@ -133,6 +137,7 @@ impl Default for Config {
             projections: ProjectionSet::builtin(),
             projection_checkpoints: CheckpointPolicy::default(),
             fs: Arc::new(StdFileSystem),
+            check_index: false,
         }
     }
 }
@@ -255,37 +260,27 @@ impl Store {
                     "store directory does not exist",
                 ),
             });
+        } else if !config.fs.exists(&dir.join(SEGMENTS_DIR)) && !dir.join(INDEX_FILE).exists() {
+            // Checked before the lock file is created: a read-only open of a directory that
+            // is no store creates nothing in it.
+            return Err(OpenError::Io {
+                path: dir.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "not a sessionlog store (it has neither segments/ nor index.redb)",
+                ),
+            });
         }
         let store_lock = lock::StoreLock::acquire(&dir.join(LOCK_FILE), writable)?;
         let segments = Arc::new(
             Segments::new(config.fs.clone(), dir.join(SEGMENTS_DIR), writable)
                 .map_err(io(dir.join(SEGMENTS_DIR)))?,
         );
-        let index_path = dir.join(INDEX_FILE);
-        let index = if writable {
-            // redb creates the file with the umask's mode: create it first, owner-only.
-            crate::fs::ensure_private_file(&index_path).map_err(io(index_path.clone()))?;
-            Index::open(&index_path)?
-        } else if index_path.exists() {
-            Index::open_read_only(&index_path)?
-        } else {
-            return Err(OpenError::NeedsRepair {
-                path: dir.clone(),
-                reason: "index.redb is missing".into(),
-            });
-        };
-        let index = Arc::new(index);
         let limits = FrameLimits {
             max_frame_bytes: config.max_frame_bytes,
         };
-        let recovered = recovery::recover(recovery::RecoveryInput {
-            store_dir: &dir,
-            segments: &segments,
-            index: &index,
-            mode: config.recovery,
-            limits,
-            writable,
-        })?;
+        let (index, recovered) = open_index(&dir, &segments, &config, limits)?;
+        let index = Arc::new(index);
         let committer = writable.then(|| {
             Arc::new(Committer::new(
                 segments.clone(),
@@ -345,6 +340,9 @@ impl Store {
             listener_failures: AtomicU64::new(0),
             _lock: store_lock,
         };
+        if !writable {
+            store.catch_up_in_memory();
+        }
         if writable {
             // Damaged sessions are reported in `catch_up_failures`; what fails here is
             // writing the replayed state (an I/O error or a poisoned committer).
@@ -365,6 +363,43 @@ impl Store {
         let result = self.catch_up_into(&mut failures);
         self.report.catch_up_failures = failures;
         result
+    }
+
+    /// A read-only open's catch-up: every session whose surface the index does not cover to
+    /// its last event (a crashed writer's tail, or an index rebuilt in memory) gets its state
+    /// folded in memory, so counters such as the surface length are right. Nothing is
+    /// written; a session whose replay fails is reported in `catch_up_failures`.
+    fn catch_up_in_memory(&mut self) {
+        let behind: Vec<u64> = self
+            .registry()
+            .live()
+            .iter()
+            .filter(|r| r.surface_covered < r.next_seq)
+            .map(|r| r.number)
+            .collect();
+        let mut failures = Vec::new();
+        for number in behind {
+            let mut core = Core::default();
+            match self.load_state_read_only(number, &mut core) {
+                Ok(()) => {
+                    let row = self.registry().get(number).cloned();
+                    if let (Some(mut row), Some(state)) = (row, core.state.as_ref()) {
+                        set_surface(&mut row, state);
+                        self.registry_mut().put(row);
+                    }
+                    lock(&self.cores).insert(number, Arc::new(Mutex::new(core)));
+                }
+                Err(e) => {
+                    let id = self
+                        .registry()
+                        .get(number)
+                        .map(|r| r.header.id.clone())
+                        .unwrap_or_default();
+                    failures.push((id, e.to_string()));
+                }
+            }
+        }
+        self.report.catch_up_failures = failures;
     }
 
     fn catch_up_into(&self, failures: &mut Vec<(String, String)>) -> Result<(), AppendError> {
@@ -1212,15 +1247,12 @@ impl Store {
         }
         let run = match self.overlay.get(&(number, seq)) {
             Some(l) => Run::single(seq, *l),
-            None => self
-                .index
-                .run(number, seq)?
-                .ok_or_else(|| ReadError::Corruption {
-                    position: LogPosition::default(),
-                    detail: format!(
-                        "the index has no location for session number {number} seq {seq}; delete index.redb and reopen to rebuild it"
-                    ),
-                })?,
+            None => self.index.run(number, seq)?.ok_or_else(|| {
+                ReadError::Index(IndexError::Damaged {
+                    table: "events",
+                    detail: format!("there is no location for session number {number} seq {seq}"),
+                })
+            })?,
         };
         self.read_at(number, seq, run, cache)
     }
@@ -1361,19 +1393,17 @@ impl Store {
         let mut at = row.surface_head;
         while at != NO_NODE {
             let Some(&(_, next)) = links.get(&at) else {
-                return Err(ReadError::Corruption {
-                    position: LogPosition::default(),
-                    detail: format!(
-                        "surface node {at} of session number {number} is missing from the index"
-                    ),
-                });
+                return Err(ReadError::Index(IndexError::Damaged {
+                    table: "surface",
+                    detail: format!("surface node {at} of session number {number} is missing"),
+                }));
             };
             nodes.push(at);
             if nodes.len() > links.len() {
-                return Err(ReadError::Corruption {
-                    position: LogPosition::default(),
+                return Err(ReadError::Index(IndexError::Damaged {
+                    table: "surface",
                     detail: format!("the surface list of session number {number} has a cycle"),
-                });
+                }));
             }
             at = next;
         }
@@ -1579,6 +1609,11 @@ impl Store {
             &self.limits,
             &mut visit,
         )?;
+        // Comparing the index with one rebuilt from the log means something only when every
+        // frame reads; bad frames are reported above.
+        if scan.skipped.is_empty() {
+            problems.extend(self.verify_index());
+        }
         report.problems = problems;
         report.bad_frames = scan.skipped;
         if let Some(t) = scan.torn_tail {
@@ -1589,6 +1624,223 @@ impl Store {
             }
         }
         Ok(report)
+    }
+
+    /// Cross-checks the index against the log (format-spec.md §7): redb's integrity check on
+    /// an in-memory copy of `index.redb` (the file is never modified), then every entry of the
+    /// index as this store sees it (brought up to the log's end the way recovery does) against
+    /// an index rebuilt in memory from the log: meta, session rows, ids, runs, and each
+    /// session's surface links against a replay of its events. One line per disagreement.
+    fn verify_index(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let advice = "run `sessionlog recover` to rebuild the index from the log";
+        if let Some(c) = &self.committer
+            && let Err(e) = c.commit(c.staged_lsn(), Goal::Written, false)
+        {
+            problems.push(format!(
+                "cannot bring the index up to date to check it: {e}"
+            ));
+            return problems;
+        }
+        let catch_up = |index: &Index| {
+            recovery::recover(recovery::RecoveryInput {
+                store_dir: &self.dir,
+                segments: &self.segments,
+                index,
+                mode: self.config.recovery,
+                limits: self.limits,
+                writable: false,
+                index_writable: true,
+            })
+        };
+        let path = self.dir.join(INDEX_FILE);
+        let mut copy = None;
+        if path.exists() {
+            match Index::copy_in_memory(&path) {
+                Ok(mut c) => match c.check_integrity() {
+                    Ok(true) => copy = Some(c),
+                    Ok(false) => problems.push(format!(
+                        "index.redb: redb's integrity check found damaged pages; {advice}"
+                    )),
+                    Err(e) => problems.push(format!("index.redb: {e}")),
+                },
+                Err(e) => problems.push(format!("index.redb: {e}")),
+            }
+        }
+        // The index under test: this store's own when it is current (read-write, or rebuilt
+        // in memory), else the copy of the file brought to the log's end.
+        let caught_up;
+        let tested: &Index = if self.index.is_writable() {
+            &self.index
+        } else {
+            let Some(c) = copy else {
+                return problems;
+            };
+            if let Err(e) = catch_up(&c) {
+                problems.push(format!(
+                    "index.redb: recovery over a copy of it failed: {e}"
+                ));
+                return problems;
+            }
+            caught_up = c;
+            &caught_up
+        };
+        let truth = match Index::in_memory()
+            .map_err(OpenError::from)
+            .and_then(|fresh| {
+                catch_up(&fresh)?;
+                Ok(fresh)
+            }) {
+            Ok(t) => t,
+            Err(e) => {
+                problems.push(format!(
+                    "cannot rebuild an index from the log to compare with: {e}"
+                ));
+                return problems;
+            }
+        };
+        let (ours, theirs) = match (tested.dump(), truth.dump()) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(e), _) | (_, Err(e)) => {
+                problems.push(e.to_string());
+                return problems;
+            }
+        };
+        // Surface fields of rows are compared below against a replay; the rebuilt index has
+        // none (they come from the catch-up after a read-write open).
+        let comparable = |entries: &[crate::index::DumpEntry]| {
+            let mut out = std::collections::BTreeMap::new();
+            for (table, key, value) in entries {
+                let value = match table.as_str() {
+                    "surface" | "session_state" | "projections" => continue,
+                    "sessions" => match SessionRow::decode(value) {
+                        Ok(mut row) => {
+                            row.surface_covered = 0;
+                            row.surface_head = NO_NODE;
+                            row.surface_tail = NO_NODE;
+                            row.surface_len = 0;
+                            row.replace_generation = 0;
+                            row.encode()
+                        }
+                        Err(_) => value.clone(),
+                    },
+                    _ => value.clone(),
+                };
+                out.insert((table.clone(), key.clone()), value);
+            }
+            out
+        };
+        let (a, b) = (comparable(&ours), comparable(&theirs));
+        for (k, v) in &a {
+            match b.get(k) {
+                Some(w) if w == v => {}
+                Some(w) => problems.push(format!(
+                    "index disagrees with the log at {} key {}: the index holds {}, the log gives {}; {advice}",
+                    k.0, hex_bytes(&k.1), describe(&k.0, &k.1, v), describe(&k.0, &k.1, w)
+                )),
+                None => problems.push(format!(
+                    "index disagrees with the log at {} key {}: the index holds {}, the log gives nothing; {advice}",
+                    k.0, hex_bytes(&k.1), describe(&k.0, &k.1, v)
+                )),
+            }
+        }
+        for (k, w) in &b {
+            if !a.contains_key(k) {
+                problems.push(format!(
+                    "index disagrees with the log at {} key {}: the index lacks {}; {advice}",
+                    k.0,
+                    hex_bytes(&k.1),
+                    describe(&k.0, &k.1, w)
+                ));
+            }
+        }
+        // Surface links: each session's list, as far as its row says it covers, against a
+        // replay of the events before that point.
+        for (table, _, value) in &ours {
+            if table != "sessions" {
+                continue;
+            }
+            let Ok(row) = SessionRow::decode(value) else {
+                continue;
+            };
+            if row.is_deleted() || row.surface_covered == 0 {
+                continue;
+            }
+            let links = match tested.surface_links(row.number) {
+                Ok(l) => l,
+                Err(e) => {
+                    problems.push(e.to_string());
+                    continue;
+                }
+            };
+            let state = match self.replay(&row, row.surface_covered) {
+                Ok(s) => s,
+                Err(e) => {
+                    problems.push(format!(
+                        "session \"{}\": replaying its events to check the surface failed: {e}",
+                        row.header.id
+                    ));
+                    continue;
+                }
+            };
+            let nodes = state.surface().nodes();
+            let expected: Vec<(Seq, Seq, Seq)> = nodes
+                .iter()
+                .enumerate()
+                .map(|(i, &seq)| {
+                    let prev = if i == 0 { NO_NODE } else { nodes[i - 1] };
+                    (seq, prev, nodes.get(i + 1).copied().unwrap_or(NO_NODE))
+                })
+                .collect();
+            let mut got = links;
+            got.sort_unstable();
+            let mut want = expected;
+            want.sort_unstable();
+            let mut summary = row.clone();
+            set_surface(&mut summary, &state);
+            if got != want
+                || (
+                    row.surface_head,
+                    row.surface_tail,
+                    row.surface_len,
+                    row.replace_generation,
+                ) != (
+                    summary.surface_head,
+                    summary.surface_tail,
+                    summary.surface_len,
+                    summary.replace_generation,
+                )
+            {
+                problems.push(format!(
+                    "index disagrees with the log at surface of session \"{}\" (number {}): the index lists {} node(s), a replay of seqs below {} gives {}; {advice}",
+                    row.header.id,
+                    row.number,
+                    got.len(),
+                    row.surface_covered,
+                    want.len()
+                ));
+            }
+        }
+        problems
+    }
+
+    /// A session's state after its events below `upto`, loaded the way a rebuilt index loads
+    /// it (dsh's load rules over the stored events).
+    fn replay(&self, row: &SessionRow, upto: Seq) -> Result<SessionState, String> {
+        let mut cache = FrameCache::default();
+        let mut events = Vec::with_capacity(upto.min(1 << 20) as usize);
+        for seq in 0..upto {
+            let mut event = self
+                .read_resolved(row.number, seq, &mut cache)
+                .map_err(|e| format!("seq {seq}: {e}"))?;
+            if !crate::session::known::is_known_event_type(&event.kind) {
+                event.ignorable = true;
+            }
+            events.push(event);
+        }
+        crate::session::load::load_stored(&row.header.id, &row.header, &events, InvariantMode::Off)
+            .map(|l| l.state)
+            .map_err(|e| e.to_string())
     }
 
     /// Syncs everything and commits the index durably. Dropping the store does the same,
@@ -1648,6 +1900,186 @@ impl Store {
 impl Drop for Store {
     fn drop(&mut self) {
         let _ = self.shutdown();
+    }
+}
+
+/// Opens the index and runs recovery (format-spec.md §7).
+///
+/// Read-write: an index redb cannot open, that makes it panic, or that recovery finds
+/// damaged (an entry failing its CRC, ...) is deleted and rebuilt from the log (reported as
+/// `index_rebuilt` with the reason). Read-only: nothing is modified; an index whose writer
+/// crashed is repaired in a copy in memory, and a damaged, missing, old or stale one is
+/// replaced by an index built in memory from the log, with `recovery_pending` saying why.
+fn open_index(
+    dir: &Path,
+    segments: &Segments,
+    config: &Config,
+    limits: FrameLimits,
+) -> Result<(Index, recovery::Recovered), OpenError> {
+    let writable = !config.read_only;
+    let index_path = dir.join(INDEX_FILE);
+    let run = |index: &Index| {
+        recovery::recover(recovery::RecoveryInput {
+            store_dir: dir,
+            segments,
+            index,
+            mode: config.recovery,
+            limits,
+            writable,
+            index_writable: index.is_writable(),
+        })
+    };
+    // redb creates the file with the umask's mode: create it first, owner-only.
+    let private = |path: &Path| {
+        crate::fs::ensure_private_file(path).map_err(|source| OpenError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    if writable {
+        private(&index_path)?;
+        let opened = if config.check_index {
+            Index::open_checked(&index_path)
+        } else {
+            Index::open(&index_path)
+        };
+        let damage = match opened {
+            Ok(index) => match run(&index) {
+                Ok(recovered) => return Ok((index, recovered)),
+                Err(OpenError::Index(e @ IndexError::Damaged { .. })) => {
+                    index.close();
+                    e
+                }
+                Err(e) => return Err(e),
+            },
+            Err(e @ IndexError::Damaged { .. }) => e,
+            Err(e) => return Err(e.into()),
+        };
+        // The index is derived data: replace it by one rebuilt from the log.
+        match std::fs::remove_file(&index_path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(OpenError::Io {
+                    path: index_path,
+                    source,
+                });
+            }
+        }
+        private(&index_path)?;
+        let index = Index::open(&index_path)?;
+        let mut recovered = run(&index)?;
+        recovered.report.index_rebuilt = true;
+        recovered.report.rebuild_reason = Some(damage.to_string());
+        return Ok((index, recovered));
+    }
+    let opened = if index_path.exists() {
+        match Index::open_for_reading(&index_path) {
+            Ok(opened) => Ok(opened),
+            Err(e @ IndexError::Damaged { .. }) => Err(e.to_string()),
+            Err(e) => return Err(e.into()),
+        }
+    } else {
+        Err("index.redb is missing".to_owned())
+    };
+    let mut pending = None;
+    let attempt = match opened {
+        Ok((index, crashed)) => {
+            pending = crashed;
+            // An older index version is rebuilt in memory; `NeedsRepair` from recovery (an
+            // index that claims more than the log holds: damaged acknowledged data) is
+            // returned as it is.
+            match index.load().map(|s| s.format_version) {
+                Ok(Some(v)) if v < crate::index::INDEX_FORMAT_VERSION => Err(format!(
+                    "the index has format version {v}, this build uses version {}",
+                    crate::index::INDEX_FORMAT_VERSION
+                )),
+                Err(e @ IndexError::Damaged { .. }) => Err(e.to_string()),
+                _ => match run(&index) {
+                    Ok(recovered) => Ok((index, recovered)),
+                    Err(OpenError::Index(e @ IndexError::Damaged { .. })) => Err(e.to_string()),
+                    Err(e) => return Err(e),
+                },
+            }
+        }
+        Err(reason) => Err(reason),
+    };
+    let (index, mut recovered) = match attempt {
+        Ok(done) => done,
+        Err(reason) => {
+            // Rebuild the whole index in memory from the log, as a read-write open would.
+            pending = Some(reason);
+            let index = Index::in_memory()?;
+            let recovered = run(&index)?;
+            (index, recovered)
+        }
+    };
+    let r = &mut recovered.report;
+    r.index_rebuilt = false;
+    let rebuilt = r.rebuild_reason.take();
+    r.recovery_pending = pending.or(rebuilt).or_else(|| {
+        if let Some(t) = &r.truncated {
+            Some(format!(
+                "a torn write at the log's end ({}) is to be cut",
+                t.position
+            ))
+        } else if r.frames_scanned > 0 {
+            Some(format!(
+                "{} frame(s) at the log's end are not in the index yet",
+                r.frames_scanned
+            ))
+        } else {
+            r.removed_segment
+                .map(|n| format!("segment {n} was torn while being created"))
+        }
+    });
+    Ok((index, recovered))
+}
+
+fn hex_bytes(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// An index entry in words, for verify's report.
+fn describe(table: &str, key: &[u8], value: &[u8]) -> String {
+    match table {
+        "events" if key.len() == 16 && value.len() == crate::index::RUN_LEN => {
+            let mut k = [0u8; 8];
+            k.copy_from_slice(&key[0..8]);
+            let session = u64::from_be_bytes(k);
+            k.copy_from_slice(&key[8..16]);
+            let first = u64::from_be_bytes(k);
+            let mut v = [0u8; crate::index::RUN_LEN];
+            v.copy_from_slice(value);
+            match Run::decode(first, &v) {
+                Ok(r) => format!(
+                    "a run of session number {session} seqs {}..{} at {} record offset {}",
+                    r.first_seq,
+                    r.end(),
+                    r.location.position(),
+                    r.location.record_offset
+                ),
+                Err(e) => e.to_string(),
+            }
+        }
+        "sessions" => match SessionRow::decode(value) {
+            Ok(r) => format!(
+                "session {:?} (number {}): {} event(s), {} data byte(s), last time {}, parent {}, seed {}, children {}, flags {}",
+                r.header.id,
+                r.number,
+                r.next_seq,
+                r.data_bytes,
+                r.last_time,
+                r.parent,
+                r.seed_len,
+                r.children,
+                r.flags
+            ),
+            Err(e) => e.to_string(),
+        },
+        "meta" => format!("bytes {}", hex_bytes(value)),
+        "session_ids" => format!("{:?}", String::from_utf8_lossy(value)),
+        _ => format!("{} byte(s)", value.len()),
     }
 }
 

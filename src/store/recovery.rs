@@ -46,6 +46,11 @@ pub struct RecoveryReport {
     /// Sessions whose state could not be replayed after recovery (session id, error); the
     /// error returns when the session is used (e.g. a damaged frame behind the watermark).
     pub catch_up_failures: Vec<(String, String)>,
+    /// A read-only open of a store that needs recovery (its writer crashed: redb commits to
+    /// repair, an unindexed or torn log tail, a damaged, missing or old index): why. The
+    /// answers are still complete (the repair was done in memory); the next read-write open
+    /// (`sessionlog recover`) repairs the files. Always `None` for a read-write open.
+    pub recovery_pending: Option<String>,
 }
 
 impl RecoveryReport {
@@ -87,7 +92,11 @@ pub(crate) struct RecoveryInput<'a> {
     pub index: &'a Index,
     pub mode: RecoveryMode,
     pub limits: FrameLimits,
+    /// Recovery may modify the log (truncate a torn tail, remove a torn segment, fsync).
     pub writable: bool,
+    /// Recovery may write the index (a read-write open, or a read-only open whose index is an
+    /// in-memory copy); otherwise the unindexed tail is kept in [`Recovered::overlay`].
+    pub index_writable: bool,
 }
 
 /// Runs recovery.
@@ -99,6 +108,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
         mode,
         limits,
         writable,
+        index_writable,
     } = input;
     let mut report = RecoveryReport::default();
     let io = |path: std::path::PathBuf| move |source| OpenError::Io { path, source };
@@ -165,8 +175,9 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
     }
 
     // The index: its format version, and whether its watermark is still backed by the log.
-    // An index of an older version is derived data: a writable open rebuilds it from the log,
-    // a read-only open refuses with `NeedsRepair`. A newer version is refused.
+    // An index of an older version is derived data: a writable open rebuilds it from the log
+    // (a read-only open never gets here with one: it builds an index in memory instead). A
+    // newer version is refused.
     let state = index.load()?;
     let mut old_version = None;
     if let Some(v) = state.format_version
@@ -192,7 +203,10 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
         None => watermark_problem(segments, &numbers, &watermark, &limits)?,
     };
     if let Some(reason) = problem {
-        if !writable {
+        // Read-only: an index that claims more than the log holds means acknowledged data is
+        // damaged, not a crash; it is refused rather than silently rebuilt (an older version
+        // was already replaced by an index built in memory, see `Store::open`).
+        if !writable || !index_writable {
             return Err(OpenError::NeedsRepair {
                 path: store_dir.to_path_buf(),
                 reason,
@@ -324,7 +338,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
                         frame_len: frame.frame_len,
                         record_offset,
                     };
-                    if writable {
+                    if index_writable {
                         batch.events.push((session, event.seq, loc));
                     } else {
                         overlay.push((session, event.seq, loc));
@@ -339,7 +353,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
             end: frame.position.offset + u64::from(frame.frame_len),
             last_frame: frame.position.offset,
         };
-        if writable && !frame.continued && batch.events.len() >= 65_536 {
+        if index_writable && !frame.continued && batch.events.len() >= 65_536 {
             flush_rows(&mut batch, &mut dirty, &registry);
             index.commit(&batch, running, false)?;
             batch = IndexBatch::default();
@@ -387,6 +401,8 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
                 .and_then(|f| f.sync_data())
                 .map_err(io(path))?;
         }
+    }
+    if index_writable && changed {
         flush_rows(&mut batch, &mut dirty, &registry);
         index.commit(&batch, running, true)?;
     }
