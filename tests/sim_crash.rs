@@ -647,6 +647,9 @@ struct Scenario {
     family: Family,
     /// A copy of index.redb taken at a clean point (right after an open).
     older_index: Option<Vec<u8>>,
+    /// The index was damaged after a crash: the next open is `sessionlog recover`'s
+    /// (`check_index`), which rebuilds whatever the damage.
+    index_damaged: bool,
     /// Injected faults counted when the store was last opened.
     errors_at_open: u64,
     /// The multi-frame operation whose call has not returned `Ok` (retried after a fault).
@@ -687,6 +690,7 @@ impl Scenario {
             },
             family,
             older_index: None,
+            index_damaged: false,
             errors_at_open: 0,
             in_flight: None,
             volatile_reopen: false,
@@ -710,7 +714,12 @@ impl Scenario {
     }
 
     fn open(&mut self) -> Result<Store, OpenError> {
-        let store = Store::open(self.dir.path(), self.config.clone())?;
+        let config = Config {
+            check_index: self.config.check_index || self.index_damaged,
+            ..self.config.clone()
+        };
+        let store = Store::open(self.dir.path(), config)?;
+        self.index_damaged = false;
         self.errors_at_open = self.sim.stats().injected_errors;
         if trace() {
             eprintln!(
@@ -1592,7 +1601,11 @@ impl Scenario {
                 self.tally.index_damage_read_errors += errors;
             }
         }
+        // `sessionlog recover` opens with `check_index` (redb's integrity check and every
+        // entry's CRC), which rebuilds a damaged index whatever the damage.
+        self.config.check_index = true;
         let opened = std::panic::catch_unwind(AssertUnwindSafe(|| self.open()));
+        self.config.check_index = false;
         let store = match opened {
             Err(p) => {
                 return Err(format!(
@@ -2044,6 +2057,7 @@ impl Scenario {
         if self.family.index_damage && self.rng.chance(1, 3) {
             self.damage_index();
             self.tally.index_damages += 1;
+            self.index_damaged = true;
         }
     }
 

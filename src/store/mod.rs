@@ -1655,7 +1655,11 @@ impl Store {
         };
         let path = self.dir.join(INDEX_FILE);
         let mut copy = None;
-        if path.exists() {
+        // A live writer's file is consistent only at its durable commits (later non-durable
+        // ones may sit half in redb's cache): the file-level check is for read-only stores
+        // (`sessionlog verify`) and `recover`; a writer's index is compared entry by entry.
+        let live_writer = self.committer.is_some() && self.index.is_writable();
+        if path.exists() && !live_writer {
             match Index::copy_in_memory(&path) {
                 Ok(mut c) => match c.check_integrity() {
                     Ok(true) => copy = Some(c),
