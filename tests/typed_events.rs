@@ -612,3 +612,55 @@ fn engine_rules_that_depend_on_the_log_still_apply() {
         .with_error("ToolNotStartedError", "TOOL_NOT_STARTED");
     put(&s, synthetic, 3);
 }
+
+#[test]
+fn a_tool_result_is_pruned_by_a_content_only_rewrite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path(), Config::default()).expect("open");
+    let s = store
+        .create(SessionHeader::new("prune", 1))
+        .expect("create");
+    put(&s, TurnStart::new(1), 1);
+    put(&s, StepStart::new(1, 1), 2);
+    put(
+        &s,
+        AssistantMessage::new(1, 1, model()).tool_call(cid("c1"), "cat", "{}"),
+        3,
+    );
+    let call = put(&s, ToolCall::new(1, 1, cid("c1"), "cat", "{}"), 4);
+    let result = ToolResult::text(1, 1, cid("c1"), "a very long file")
+        .with_id(mid("r1"))
+        .with_meta(RawJson::new(r#"{"lines":900}"#).expect("json"))
+        .answering(call);
+    let result_seq = put(&s, &result, 5);
+    put(&s, StepEnd::new(1, 1), 6);
+    put(&s, TurnEnd::completed(1), 7);
+    put(&s, TurnStart::new(2), 8);
+
+    let pruned = result.pruned(result_seq, vec![ContentBlock::text("[pruned]")]);
+    assert_eq!(
+        pruned.intent().surface_op,
+        Some(SurfaceOp::Replace {
+            start: result_seq,
+            end: result_seq
+        })
+    );
+    assert_eq!(pruned.intent().source_event_seqs, Some(vec![result_seq]));
+    assert_eq!(
+        pruned.data_json(),
+        r#"{"turn":1,"step":1,"message":{"id":"r1","role":"user","content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"[pruned]"}],"isError":false}],"source":{"kind":"tool","callId":"c1"}},"meta":{"lines":900}}"#
+    );
+    let rewrite = put(&s, &pruned, 9);
+    let messages = s.messages().expect("messages");
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[1].seq, rewrite);
+    assert_eq!(messages[1].json, pruned.message_json());
+    assert_eq!(s.replace_generation().expect("generation"), 1);
+
+    // A rewrite that changes more than content (here: the error flag) is refused.
+    let changed = result.clone().failed().pruned(rewrite, vec![]);
+    match s.append_typed(&changed) {
+        Ok(_) => panic!("a rewrite changing isError was accepted"),
+        Err(e) => assert!(e.to_string().contains("may change only content"), "{e}"),
+    }
+}

@@ -73,6 +73,15 @@ pub struct ToolError {
 /// surface as a user-role message holding exactly one `tool-result` block whose
 /// `toolCallId` is the message source's `callId` (both come from one [`CallId`], so they
 /// cannot differ).
+///
+/// A result always names its call; a bare string is not a [`CallId`]:
+///
+/// ```compile_fail
+/// use sessionlog::typed::ToolResult;
+/// let r = ToolResult::text(1, 1, "call_1", "output");
+/// ```
+///
+/// [`ToolResult::pruned`] builds dsh's content-only rewrite of an earlier result.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ToolResult {
     turn: u32,
@@ -84,6 +93,7 @@ pub struct ToolResult {
     error: Option<ToolError>,
     meta: Option<RawJson>,
     call_seq: Option<Seq>,
+    rewrites: Option<Seq>,
 }
 
 impl ToolResult {
@@ -99,6 +109,7 @@ impl ToolResult {
             error: None,
             meta: None,
             call_seq: None,
+            rewrites: None,
         }
     }
 
@@ -139,6 +150,21 @@ impl ToolResult {
     pub fn answering(mut self, call_seq: Seq) -> Self {
         self.call_seq = Some(call_seq);
         self
+    }
+
+    /// A content-only rewrite of this result, already stored at `seq` (dsh's tool-result
+    /// pruning): the same message id, call, turn, step, error flag, `error` and `meta`, with
+    /// `content` replaced. It replaces node `seq` on the surface and cites it
+    /// (`surfaceOp: {op:"replace", start: seq, end: seq}`, `sourceEventSeqs: [seq]`). The
+    /// engine checks that `seq` is a current `tool/result` node that differs only in content
+    /// and, with invariants on, that a turn is open.
+    pub fn pruned(&self, seq: Seq, content: Vec<ContentBlock>) -> ToolResult {
+        ToolResult {
+            content,
+            call_seq: None,
+            rewrites: Some(seq),
+            ..self.clone()
+        }
     }
 
     /// The call id.
@@ -182,9 +208,10 @@ impl TypedEvent for ToolResult {
             .done()
     }
     fn intent(&self) -> Intent {
-        match self.call_seq {
-            Some(seq) => Intent::append().sources(vec![seq]),
-            None => Intent::append(),
+        match (self.rewrites, self.call_seq) {
+            (Some(seq), _) => Intent::replace(seq, seq).sources(vec![seq]),
+            (None, Some(seq)) => Intent::append().sources(vec![seq]),
+            (None, None) => Intent::append(),
         }
     }
 }
