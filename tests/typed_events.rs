@@ -192,11 +192,31 @@ fn a_whole_session_through_the_typed_api_passes_full_validation() {
             plugin: "compaction".into(),
             form: Some(PluginForm::Notice("conversation compacted".into())),
         });
+    let priced = put(
+        &s,
+        CompactionSummary {
+            compaction_id: "k1".into(),
+            source_command_id: None,
+            summary: vec![ContentBlock::text(
+                "The user listed files: a.txt and b.txt.",
+            )],
+            shadowed: Shadowed {
+                start: prompt_seq,
+                end: final_seq,
+                seqs: vec![prompt_seq, answer_seq, result_seq, final_seq],
+                token_count: 150,
+            },
+            model: model(),
+            max_tokens: Some(1024),
+            usage: Some(TokenUsage::new(150, 12)),
+        },
+        t0 + 50,
+    );
     let compaction = Compaction::new(
         summary.clone(),
         prompt_seq,
         final_seq,
-        vec![prompt_seq, answer_seq, result_seq, final_seq, start],
+        vec![prompt_seq, answer_seq, result_seq, final_seq, start, priced],
     )
     .expect("cites both ends");
     let checkpoint = put(&s, compaction, t0 + 51);
@@ -454,6 +474,37 @@ fn golden_data_for_every_kind() {
             r#"{"compactionId":"k2","turn":null,"error":"no model"}"#,
         ),
         (
+            Box::new(CompactionSummary {
+                compaction_id: "k2".into(),
+                source_command_id: Some("cmd-1".into()),
+                summary: vec![ContentBlock::text("so far")],
+                shadowed: Shadowed {
+                    start: 5,
+                    end: 3,
+                    seqs: vec![5, 4, 3],
+                    token_count: 812,
+                },
+                model: model(),
+                max_tokens: None,
+                usage: Some(TokenUsage::new(812, 20)),
+            }),
+            "compaction/summary",
+            r#"{"compactionId":"k2","sourceCommandId":"cmd-1","summary":[{"type":"text","text":"so far"}],"shadowedRange":{"start":5,"end":3},"shadowedSeqs":[5,4,3],"shadowedTokenCount":812,"provider":"deepseek","model":"deepseek-chat","usage":{"inputTokens":812,"outputTokens":20}}"#,
+        ),
+        (
+            Box::new(CompactionPrune {
+                shadowed: Shadowed {
+                    start: 11,
+                    end: 11,
+                    seqs: vec![11],
+                    token_count: 9007199254740993,
+                },
+            }),
+            "compaction/prune",
+            // Above 2^53 a count prints as JavaScript would hold it.
+            r#"{"shadowedRange":{"start":11,"end":11},"shadowedSeqs":[11],"shadowedTokenCount":9007199254740992}"#,
+        ),
+        (
             Box::new(SessionTitle::new(
                 "Fix the build",
                 vec![2, 9],
@@ -650,7 +701,19 @@ fn a_tool_result_is_pruned_by_a_content_only_rewrite() {
         pruned.data_json(),
         r#"{"turn":1,"step":1,"message":{"id":"r1","role":"user","content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"[pruned]"}],"isError":false}],"source":{"kind":"tool","callId":"c1"}},"meta":{"lines":900}}"#
     );
-    let rewrite = put(&s, &pruned, 9);
+    put(
+        &s,
+        CompactionPrune {
+            shadowed: Shadowed {
+                start: result_seq,
+                end: result_seq,
+                seqs: vec![result_seq],
+                token_count: 4000,
+            },
+        },
+        9,
+    );
+    let rewrite = put(&s, &pruned, 10);
     let messages = s.messages().expect("messages");
     assert_eq!(messages.len(), 2);
     assert_eq!(messages[1].seq, rewrite);

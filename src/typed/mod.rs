@@ -48,8 +48,8 @@ pub use messages::{
 };
 pub use stream::{AssistantChunk, BlockType, FinishReason, StreamChunk};
 pub use tools::{
-    Compaction, CompactionEnd, CompactionStart, SessionTitle, TitleSource, ToolCall, ToolError,
-    ToolResult,
+    Compaction, CompactionEnd, CompactionPrune, CompactionStart, CompactionSummary, SessionTitle,
+    Shadowed, TitleSource, ToolCall, ToolError, ToolResult,
 };
 pub use values::{
     CallId, ContentBlock, ImageAttachment, LlmFailure, MessageId, ModelSource, PluginForm, RawJson,

@@ -1,8 +1,8 @@
 //! Tool calls and results, compaction, the session title.
 
 use super::messages::UserMessage;
-use super::values::{CallId, ContentBlock, MessageId, RawJson};
-use super::write::{Obj, array, seq_array, turn_step};
+use super::values::{CallId, ContentBlock, MessageId, ModelSource, RawJson, TokenUsage};
+use super::write::{Obj, array, blocks_json, seq_array, turn_step};
 use super::{TypedEvent, TypedEventError};
 use crate::event::Seq;
 use crate::store::Intent;
@@ -344,6 +344,95 @@ impl TypedEvent for CompactionEnd {
         )
         .opt_str("error", self.error.as_deref())
         .done()
+    }
+    fn intent(&self) -> Intent {
+        Intent::none()
+    }
+}
+
+/// The surface range a compaction or prune shadows, with what it cost.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Shadowed {
+    /// `shadowedRange.start`: the first replaced surface node.
+    pub start: Seq,
+    /// `shadowedRange.end`: the last replaced surface node.
+    pub end: Seq,
+    /// `shadowedSeqs`: every replaced surface node, in surface order.
+    pub seqs: Vec<Seq>,
+    /// `shadowedTokenCount`: tokens the replaced nodes held.
+    pub token_count: u64,
+}
+
+impl Shadowed {
+    fn write(&self, o: Obj) -> Obj {
+        let range = Obj::new()
+            .uint("start", self.start)
+            .uint("end", self.end)
+            .done();
+        o.raw("shadowedRange", &range)
+            .raw("shadowedSeqs", &seq_array(&self.seqs))
+            .uint("shadowedTokenCount", self.token_count)
+    }
+}
+
+/// `compaction/summary` (log-only plugin event): the priced summary, written immediately
+/// before the [`Compaction`] checkpoint that uses it. `{compactionId, sourceCommandId?,
+/// summary, shadowedRange, shadowedSeqs, shadowedTokenCount, provider, model, maxTokens?,
+/// usage?}` (the optional `rawOutput`/`llmStreamCall` pair is not written).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CompactionSummary {
+    /// `compactionId`.
+    pub compaction_id: String,
+    /// `sourceCommandId`, omitted when `None`.
+    pub source_command_id: Option<String>,
+    /// `summary` content blocks.
+    pub summary: Vec<ContentBlock>,
+    /// What the checkpoint will shadow.
+    pub shadowed: Shadowed,
+    /// The model that wrote the summary.
+    pub model: ModelSource,
+    /// `maxTokens` of the summary request, omitted when `None`.
+    pub max_tokens: Option<u64>,
+    /// `usage` of the summary request, omitted when `None`.
+    pub usage: Option<TokenUsage>,
+}
+
+impl TypedEvent for CompactionSummary {
+    fn kind(&self) -> &str {
+        "compaction/summary"
+    }
+    fn data_json(&self) -> String {
+        let o = Obj::new()
+            .str("compactionId", &self.compaction_id)
+            .opt_str("sourceCommandId", self.source_command_id.as_deref())
+            .raw("summary", &blocks_json(&self.summary));
+        self.shadowed
+            .write(o)
+            .str("provider", self.model.provider())
+            .str("model", self.model.model())
+            .opt_uint("maxTokens", self.max_tokens)
+            .opt_raw("usage", self.usage.map(|u| u.to_json()).as_deref())
+            .done()
+    }
+    fn intent(&self) -> Intent {
+        Intent::none()
+    }
+}
+
+/// `compaction/prune` `{shadowedRange, shadowedSeqs, shadowedTokenCount}` (log-only plugin
+/// event): prices a tool-result rewrite ([`ToolResult::pruned`]) written right after it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CompactionPrune {
+    /// What the rewrite shadows.
+    pub shadowed: Shadowed,
+}
+
+impl TypedEvent for CompactionPrune {
+    fn kind(&self) -> &str {
+        "compaction/prune"
+    }
+    fn data_json(&self) -> String {
+        self.shadowed.write(Obj::new()).done()
     }
     fn intent(&self) -> Intent {
         Intent::none()
