@@ -727,3 +727,47 @@ fn a_tool_result_is_pruned_by_a_content_only_rewrite() {
         Err(e) => assert!(e.to_string().contains("may change only content"), "{e}"),
     }
 }
+
+#[test]
+fn a_batch_of_typed_events_is_all_or_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path(), Config::default()).expect("open");
+    let s = store
+        .create(SessionHeader::new("batch", 1))
+        .expect("create");
+    let receipt = s
+        .append_typed_batch(&[
+            &TurnStart::new(1),
+            &StepStart::new(1, 1),
+            &UserMessage::text("hi").with_id(mid("u1")),
+            &AssistantChunk::text_delta(1, 1, 0, "h"),
+            &AssistantChunk::text_delta(1, 1, 0, "e"),
+            &AssistantChunk::text_delta(1, 1, 0, "y"),
+        ])
+        .expect("valid batch");
+    assert_eq!(receipt.seq, 5);
+    assert_eq!(s.len(), 6);
+    let chunk = s.get(4).expect("read").expect("present");
+    assert_eq!(chunk.kind, "assistant/chunk");
+    assert_eq!(
+        chunk.data,
+        r#"{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"e"}}"#
+    );
+    // The last event breaks the invariants (step 2 of a turn with step 1 open): nothing of
+    // the batch is written.
+    let refused = s.append_typed_batch(&[
+        &AssistantMessage::new(1, 1, model())
+            .text("hey")
+            .from_chunks(vec![3, 4, 5]),
+        &StepEnd::new(1, 1),
+        &StepEnd::new(1, 2),
+    ]);
+    match refused {
+        Ok(r) => panic!("an invalid batch was accepted up to seq {}", r.seq),
+        Err(e) => assert!(e.to_string().contains("step/end"), "{e}"),
+    }
+    assert_eq!(s.len(), 6);
+    assert_eq!(s.messages().expect("messages").len(), 1);
+    assert!(s.append_typed_batch(&[]).is_ok());
+    assert_eq!(s.len(), 6, "an empty batch writes no event");
+}

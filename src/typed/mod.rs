@@ -150,6 +150,12 @@ pub trait AppendTyped {
         event: impl TypedEvent,
         time: i64,
     ) -> Result<(Event, Receipt), AppendError>;
+    /// Appends `events` as one atomic batch at the session's next seqs, all stamped with the
+    /// wall clock: all are written or none (one frame; a run of chunks in it may be stored
+    /// packed, as dsh packs a flush). Returns the receipt of the last event. If another
+    /// writer appended in between, the batch is refused ([`AppendError::WrongSeq`]) and
+    /// nothing is written: build it again.
+    fn append_typed_batch(&self, events: &[&dyn TypedEvent]) -> Result<Receipt, AppendError>;
 }
 
 impl AppendTyped for Session<'_> {
@@ -163,5 +169,15 @@ impl AppendTyped for Session<'_> {
         time: i64,
     ) -> Result<(Event, Receipt), AppendError> {
         self.append_at(event.kind(), &event.data_json(), event.intent(), time)
+    }
+
+    fn append_typed_batch(&self, events: &[&dyn TypedEvent]) -> Result<Receipt, AppendError> {
+        let first = self.len();
+        let time = now_ms();
+        let events = (first..)
+            .zip(events)
+            .map(|(seq, e)| e.to_event(seq, time))
+            .collect();
+        self.append_events(events)
     }
 }
