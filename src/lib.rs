@@ -27,4 +27,5 @@ pub mod log;
 pub mod projection;
 pub mod session;
 pub mod store;
+pub mod typed;
 pub mod workload;
