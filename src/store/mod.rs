@@ -1932,7 +1932,10 @@ fn open_index(
         let index = Index::open(&index_path)?;
         let mut recovered = run(&index)?;
         recovered.report.index_rebuilt = true;
-        recovered.report.rebuild_reason = Some(damage.to_string());
+        recovered.report.rebuild_reason = Some(match damage {
+            IndexError::Damaged { table, detail } => format!("index damaged ({table}: {detail})"),
+            e => e.to_string(),
+        });
         return Ok((index, recovered));
     }
     let opened = if index_path.exists() {
