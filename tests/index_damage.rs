@@ -567,6 +567,8 @@ fn an_abandoned_store_reads_the_same_read_only_and_after_repair() {
     for e in &written {
         store.append("a", e.clone()).unwrap();
     }
+    // Dropped without a close: redb still closes its file, so unlike a killed process (the
+    // test above) this may need no repair; the answers must be the same either way.
     store.abandon();
     let before = files(dir.path());
     let store = Store::open(dir.path(), read_only()).unwrap();
@@ -744,4 +746,22 @@ fn stored_values_carry_the_crc_the_spec_describes() {
     crc.update(payload);
     assert_eq!(stored, crc.finalize().to_le_bytes());
     assert_eq!(SessionRow::decode(payload).unwrap().header.id, "s0");
+}
+
+#[test]
+fn read_commands_on_a_directory_that_is_no_store_create_nothing() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    for args in [&["list"][..], &["verify"][..], &["show", "x"][..]] {
+        let (code, _, err) = cli(dir.path(), args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("not a sessionlog store"), "{args:?}: {err}");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "{args:?} created a file"
+        );
+    }
+    assert!(Store::open(dir.path(), read_only()).is_err());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
