@@ -79,7 +79,9 @@ pub struct Config {
     pub durability: Durability,
     /// What recovery tolerates. Default [`RecoveryMode::TolerateTornTail`].
     pub recovery: RecoveryMode,
-    /// Open read-only (shared; no recovery writes, no appends).
+    /// Open read-only (shared; no recovery writes, no appends). Nothing is modified: a store
+    /// whose writer crashed, or whose index is damaged or missing, is answered from an index
+    /// repaired or rebuilt in memory, and `RecoveryReport::recovery_pending` says why.
     pub read_only: bool,
     /// A segment rolls over when the next frame would make it larger. Default 64 MiB.
     pub segment_bytes: u64,
