@@ -730,7 +730,18 @@ impl Index {
                 Err(e) => return Err(e.into()),
             }
         };
-        if version.is_some_and(|v| v.get(..4) != Some(&INDEX_FORMAT_VERSION.to_le_bytes()[..])) {
+        if let Some(v) = version {
+            if v.get(..4) == Some(&INDEX_FORMAT_VERSION.to_le_bytes()[..]) {
+                // An index of this version has every table: a missing one was lost to
+                // damage, and creating it empty would hide the loss.
+                let txn = db.begin_read()?;
+                txn.open_table(SESSIONS)?;
+                txn.open_table(SESSION_IDS)?;
+                txn.open_table(EVENTS)?;
+                txn.open_table(SURFACE)?;
+                txn.open_table(SESSION_STATE)?;
+                txn.open_table(PROJECTIONS)?;
+            }
             return Ok(Index {
                 db: Some(Db::Write(db)),
             });
@@ -819,6 +830,12 @@ impl Index {
         let meta = match txn.open_table(META) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => {
+                if holds_entries(&txn)? {
+                    return Err(damaged(
+                        "meta",
+                        "the table is missing while other tables hold entries".into(),
+                    ));
+                }
                 return Ok(IndexState {
                     format_version: None,
                     watermark: Watermark::default(),
@@ -857,6 +874,14 @@ impl Index {
                 next_session: 0,
             });
         }
+        if format_version.is_some() {
+            // Every table exists in an index of this version (a missing one was lost).
+            txn.open_table(SESSION_IDS)?;
+            txn.open_table(EVENTS)?;
+            txn.open_table(SURFACE)?;
+            txn.open_table(SESSION_STATE)?;
+            txn.open_table(PROJECTIONS)?;
+        }
         let watermark = match meta.get(META_WATERMARK)? {
             Some(v) => Watermark::decode(unseal("meta", META_WATERMARK.as_bytes(), v.value())?)?,
             None => Watermark::default(),
@@ -872,17 +897,8 @@ impl Index {
             None => 0,
         };
         if format_version.is_none() {
-            let mut present = watermark != Watermark::default() || next_session != 0;
-            match txn.open_table(SESSIONS) {
-                Ok(t) => present |= t.iter()?.next().is_some(),
-                Err(redb::TableError::TableDoesNotExist(_)) => {}
-                Err(e) => return Err(e.into()),
-            }
-            match txn.open_table(EVENTS) {
-                Ok(t) => present |= t.iter()?.next().is_some(),
-                Err(redb::TableError::TableDoesNotExist(_)) => {}
-                Err(e) => return Err(e.into()),
-            }
+            let present =
+                watermark != Watermark::default() || next_session != 0 || holds_entries(&txn)?;
             if present {
                 return Err(damaged(
                     "meta",
@@ -1327,6 +1343,22 @@ fn covering(
 
 /// One index entry as bytes: (table, key, value).
 pub type DumpEntry = (String, Vec<u8>, Vec<u8>);
+
+/// True when the `sessions` or `events` table exists and holds an entry.
+fn holds_entries(txn: &redb::ReadTransaction) -> Result<bool, IndexError> {
+    let mut present = false;
+    match txn.open_table(SESSIONS) {
+        Ok(t) => present |= t.iter()?.next().is_some(),
+        Err(redb::TableError::TableDoesNotExist(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    match txn.open_table(EVENTS) {
+        Ok(t) => present |= t.iter()?.next().is_some(),
+        Err(redb::TableError::TableDoesNotExist(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(present)
+}
 
 /// Checks that iterating `table` gave as many entries as redb's table header records (a
 /// damaged page can hide entries without failing any value's CRC).

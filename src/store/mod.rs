@@ -79,7 +79,9 @@ pub struct Config {
     pub durability: Durability,
     /// What recovery tolerates. Default [`RecoveryMode::TolerateTornTail`].
     pub recovery: RecoveryMode,
-    /// Open read-only (shared; no recovery writes, no appends).
+    /// Open read-only (shared; no recovery writes, no appends). Nothing is modified: a store
+    /// whose writer crashed, or whose index is damaged or missing, is answered from an index
+    /// repaired or rebuilt in memory, and `RecoveryReport::recovery_pending` says why.
     pub read_only: bool,
     /// A segment rolls over when the next frame would make it larger. Default 64 MiB.
     pub segment_bytes: u64,
@@ -1974,7 +1976,10 @@ fn open_index(
         let index = Index::open(&index_path)?;
         let mut recovered = run(&index)?;
         recovered.report.index_rebuilt = true;
-        recovered.report.rebuild_reason = Some(damage.to_string());
+        recovered.report.rebuild_reason = Some(match damage {
+            IndexError::Damaged { table, detail } => format!("index damaged ({table}: {detail})"),
+            e => e.to_string(),
+        });
         return Ok((index, recovered));
     }
     let opened = if index_path.exists() {
