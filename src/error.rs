@@ -354,7 +354,9 @@ pub enum ReadError {
     #[error("session {0:?} does not exist")]
     NoSuchSession(String),
     /// Stored bytes are damaged.
-    #[error("corruption at {position}: {detail}; run `sessionlog verify` for a full report")]
+    #[error(
+        "corruption at {position}: {detail}; run `sessionlog verify` for a full report, `sessionlog recover --salvage` to drop what the damaged frame held"
+    )]
     Corruption {
         /// Where.
         position: LogPosition,
@@ -372,6 +374,10 @@ pub enum ReadError {
     /// The index failed.
     #[error("index error: {0}")]
     Index(#[from] IndexError),
+    /// Deriving the session's view (messages, state) failed, usually because an event could
+    /// not be read (the detail says where).
+    #[error("{0}")]
+    Derive(String),
 }
 
 /// Any sessionlog error.

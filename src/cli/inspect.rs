@@ -19,7 +19,7 @@ pub fn list(store_dir: &Path, json: bool) -> CliResult {
     let store = open_for_reading(store_dir)?;
     let listed = store
         .list()
-        .map_err(|e| format!("listing failed: {e}; run `sessionlog verify`"))?;
+        .map_err(|e| with_advice(format!("listing failed: {e}")))?;
     let titles: Vec<Option<String>> = listed.iter().map(|l| title_of(&l.views)).collect();
     let sessions: Vec<SessionInfo> = listed.iter().map(|l| l.info.clone()).collect();
     let stdout = std::io::stdout();
@@ -131,9 +131,8 @@ pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let read_err = |e: crate::error::ReadError| {
-        format!("reading session \"{id}\" failed: {e}; run `sessionlog verify`")
-    };
+    let read_err =
+        |e: crate::error::ReadError| with_advice(format!("reading session \"{id}\" failed: {e}"));
     if args.events {
         let events = store.events(id, 0..info.event_count).map_err(read_err)?;
         if args.json {
@@ -316,5 +315,14 @@ fn truncate(s: &str, max: usize) -> String {
         let mut t: String = s.chars().take(max).collect();
         t.push('…');
         t
+    }
+}
+
+/// Adds what to run next to a read failure, unless the error already says it.
+fn with_advice(message: String) -> String {
+    if message.contains("sessionlog verify") || message.contains("sessionlog recover") {
+        message
+    } else {
+        format!("{message}; run `sessionlog verify`")
     }
 }

@@ -1448,10 +1448,7 @@ impl Store {
             };
             state
                 .append(&event, &lookup)
-                .map_err(|e| ReadError::Corruption {
-                    position: LogPosition::default(),
-                    detail: format!("replaying seq {seq} failed: {e}"),
-                })?;
+                .map_err(|e| ReadError::Derive(format!("replaying seq {seq} failed: {e}")))?;
         }
         core.state = Some(state);
         Ok(())
@@ -1944,22 +1941,47 @@ fn open_index(
     };
     if writable {
         private(&index_path)?;
-        let opened = if config.check_index {
-            Index::open_checked(&index_path)
+        let salvage = config.recovery == RecoveryMode::SalvageSkippingBadFrames;
+        // The ids the old index knew, to name sessions whose creation record salvage loses
+        // (best effort: the index may be what is damaged).
+        let known: HashMap<u64, (String, Seq, bool)> = if salvage {
+            Index::copy_in_memory(&index_path)
+                .and_then(|i| i.load())
+                .map(|state| {
+                    state
+                        .sessions
+                        .into_iter()
+                        .map(|(id, row)| (row.number, (id, row.next_seq, row.is_deleted())))
+                        .collect()
+                })
+                .unwrap_or_default()
         } else {
-            Index::open(&index_path)
+            HashMap::new()
         };
-        let damage = match opened {
-            Ok(index) => match run(&index) {
-                Ok(recovered) => return Ok((index, recovered)),
-                Err(OpenError::Index(e @ IndexError::Damaged { .. })) => {
-                    index.close();
-                    e
+        let damage = if salvage {
+            // Damage behind the watermark is found only by reading every frame: salvage
+            // rebuilds from the whole log, so that what a damaged frame held is dropped and named.
+            "salvage rebuilds the index from the whole log".to_owned()
+        } else {
+            let opened = if config.check_index {
+                Index::open_checked(&index_path)
+            } else {
+                Index::open(&index_path)
+            };
+            match opened {
+                Ok(index) => match run(&index) {
+                    Ok(recovered) => return Ok((index, recovered)),
+                    Err(OpenError::Index(IndexError::Damaged { table, detail })) => {
+                        index.close();
+                        format!("index damaged ({table}: {detail})")
+                    }
+                    Err(e) => return Err(e),
+                },
+                Err(IndexError::Damaged { table, detail }) => {
+                    format!("index damaged ({table}: {detail})")
                 }
-                Err(e) => return Err(e),
-            },
-            Err(e @ IndexError::Damaged { .. }) => e,
-            Err(e) => return Err(e.into()),
+                Err(e) => return Err(e.into()),
+            }
         };
         // The index is derived data: replace it by one rebuilt from the log.
         match std::fs::remove_file(&index_path) {
@@ -1976,10 +1998,8 @@ fn open_index(
         let index = Index::open(&index_path)?;
         let mut recovered = run(&index)?;
         recovered.report.index_rebuilt = true;
-        recovered.report.rebuild_reason = Some(match damage {
-            IndexError::Damaged { table, detail } => format!("index damaged ({table}: {detail})"),
-            e => e.to_string(),
-        });
+        recovered.report.rebuild_reason = Some(damage);
+        name_salvage_losses(&mut recovered, &known);
         return Ok((index, recovered));
     }
     let opened = if index_path.exists() {
@@ -2148,10 +2168,7 @@ pub(crate) fn state_bytes(state: &SessionState) -> Result<Vec<u8>, AppendError> 
 }
 
 fn derive_error(e: crate::session::derive::DeriveError) -> ReadError {
-    ReadError::Corruption {
-        position: LogPosition::default(),
-        detail: e.to_string(),
-    }
+    ReadError::Derive(e.to_string())
 }
 
 /// Copies the surface summary of `state` into a session row.
@@ -2430,4 +2447,50 @@ fn spawn_group_timer(
         }
     });
     (stop, handle)
+}
+
+/// After a salvage: names sessions by the ids the old index knew (where the log lost their
+/// creation record), and reports the seqs the old index held that the rebuilt one lacks
+/// (events inside the damaged frames themselves).
+fn name_salvage_losses(
+    recovered: &mut recovery::Recovered,
+    known: &HashMap<u64, (String, Seq, bool)>,
+) {
+    let report = &mut recovered.report;
+    for (id, _, _) in &mut report.dropped_events {
+        let number = id
+            .strip_prefix("session number ")
+            .and_then(|n| n.parse::<u64>().ok());
+        if let Some((known_id, _, _)) = number.and_then(|n| known.get(&n)) {
+            *id = known_id.clone();
+        }
+    }
+    let Some(cause) = report.skipped_frames.first().map(|b| b.position) else {
+        return;
+    };
+    let mut numbers: Vec<&u64> = known.keys().collect();
+    numbers.sort_unstable();
+    for number in numbers {
+        let Some((id, old_len, deleted)) = known.get(number) else {
+            continue;
+        };
+        if *deleted {
+            continue;
+        }
+        let new_len = recovered.registry.get(*number).map_or(0, |r| r.next_seq);
+        let reported: std::collections::HashSet<Seq> = report
+            .dropped_events
+            .iter()
+            .filter(|(d, _, _)| d == id)
+            .map(|(_, seq, _)| *seq)
+            .collect();
+        for seq in new_len..*old_len {
+            if !reported.contains(&seq) {
+                report.dropped_events.push((id.clone(), seq, cause));
+            }
+        }
+    }
+    report
+        .dropped_events
+        .sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
 }
