@@ -164,6 +164,7 @@ fn tree(dir: &Path) -> Vec<String> {
 
 #[test]
 fn create_session_refuses_what_import_refuses() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("s"), fast()).unwrap();
     let unsafe_int = 1u64 << 53; // MAX_SAFE_INTEGER + 1
@@ -245,6 +246,7 @@ fn damage_state(dir: &Path, value: &dyn Fn(&[u8]) -> Vec<u8>) -> usize {
 
 #[test]
 fn garbage_state_checkpoint_is_replayed() {
+    let _serial = serial();
     type Damage = Box<dyn Fn(&[u8]) -> Vec<u8>>;
     let damages: Vec<(&str, Damage)> = vec![
         ("too short", Box::new(|_| vec![1, 2, 3])),
@@ -328,6 +330,7 @@ fn garbage_state_checkpoint_is_replayed() {
 
 #[test]
 fn garbage_state_checkpoint_is_replayed_by_a_read_only_open_after_a_crash() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
     store_with(&path, &[SessionHeader::new("a", 1)], 3, "hello");
@@ -392,6 +395,7 @@ fn with_closed_stdout(store: &Path, args: &[&str]) -> (Option<i32>, String) {
 
 #[test]
 fn closed_stdout_is_not_a_crash() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
     // Output far larger than a pipe's buffer, so every command meets the closed pipe: long
@@ -484,6 +488,7 @@ fn closed_stdout_is_not_a_crash() {
 
 #[test]
 fn tree_export_refuses_overlong_names_up_front() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
     let edge = "e".repeat(255); // exactly NAME_MAX once encoded: fine
@@ -643,6 +648,7 @@ fn assert_no_controls(what: &str, s: &str) {
 
 #[test]
 fn control_characters_are_escaped() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let evil = "evil\u{1b}]0;pwned\u{7}\u{1b}[2J\u{202e}txt.exe\u{9b}31m\u{7f}";
     let mut h = SessionHeader::new(evil, 1);
@@ -750,6 +756,7 @@ fn mode(p: &Path) -> u32 {
 
 #[test]
 fn store_is_private_under_umask_000() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let files = jsonl_files(
         &dir.path().join("in"),
@@ -817,6 +824,7 @@ fn store_is_private_under_umask_000() {
 
 #[test]
 fn rolled_segments_and_a_recreated_index_are_private() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
     let small = Config {
@@ -855,6 +863,7 @@ fn rolled_segments_and_a_recreated_index_are_private() {
 
 #[test]
 fn read_commands_refuse_a_directory_that_is_not_a_store() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let plain = dir.path().join("plain");
     std::fs::create_dir(&plain).unwrap();
@@ -910,6 +919,7 @@ fn read_commands_refuse_a_directory_that_is_not_a_store() {
 
 #[test]
 fn read_commands_on_a_store_without_lock_create_nothing() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
     store_with(&path, &[SessionHeader::new("a", 1)], 2, "hello");
@@ -953,4 +963,12 @@ fn read_commands_on_a_store_without_lock_create_nothing() {
         .close()
         .unwrap();
     assert_eq!(mode(&path.join("LOCK")), 0o600);
+}
+
+/// Runs the tests of this file one at a time: a test that spawns the CLI forks while another
+/// test's store is open, and the child holds that store's `LOCK` descriptor (and its flock)
+/// until it execs, so an open right after a close could briefly see the store as locked.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
