@@ -11,6 +11,7 @@
 //! (surface, derive, invariants, repair, fork) → [`store`] → [`projection`] → [`interop`]
 //! (dsh's JSONL and SQLite files).
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod bench;
