@@ -230,11 +230,7 @@ pub fn scan(
                     if discarding {
                         if frame.dropped && header.continuation() {
                             visit(frame)?;
-                            report.end = LogPosition {
-                                segment: number,
-                                offset,
-                            };
-                            report.last_frame = Some(position.offset);
+                            ended_at(&mut report, position, offset);
                             continue;
                         }
                         discarding = false;
@@ -269,11 +265,7 @@ pub fn scan(
                         if header.continuation() {
                             frame.dropped = true;
                             visit(frame)?;
-                            report.end = LogPosition {
-                                segment: number,
-                                offset,
-                            };
-                            report.last_frame = Some(position.offset);
+                            ended_at(&mut report, position, offset);
                             continue;
                         }
                     }
@@ -287,11 +279,7 @@ pub fn scan(
                     for frame in open.drain(..) {
                         visit(frame)?;
                     }
-                    report.end = LogPosition {
-                        segment: number,
-                        offset,
-                    };
-                    report.last_frame = Some(position.offset);
+                    ended_at(&mut report, position, offset);
                 }
                 Err(reason) => {
                     let next = window.resync(offset, limits).map_err(io_err)?;
@@ -363,6 +351,15 @@ pub fn scan(
         );
     }
     Ok(report)
+}
+
+/// Records that the scan has consumed the frame at `position`, which ends at `end`.
+fn ended_at(report: &mut ScanReport, position: LogPosition, end: u64) {
+    report.end = LogPosition {
+        segment: position.segment,
+        offset: end,
+    };
+    report.last_frame = Some(position.offset);
 }
 
 /// Ends a scan at a torn tail cut at `cut` (a torn frame, or the first frame of an operation
