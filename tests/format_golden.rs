@@ -132,3 +132,47 @@ fn fork_and_delete_records() {
     );
     check(Record::DeleteSession { session: 4 }, "03 04");
 }
+
+/// Golden bytes of the index's derived values whose layout is ours (format-spec §5): a session
+/// row and a postcard `SessionState` checkpoint. A field reordered or retyped in the structs
+/// would otherwise make old checkpoints decode into wrong values instead of failing.
+#[test]
+fn session_row_and_state_checkpoint() {
+    use sessionlog::index::SessionRow;
+    use sessionlog::session::{InvariantMode, SessionState};
+
+    let mut row = SessionRow::new(7, full_header("r"));
+    row.next_seq = 10;
+    row.data_bytes = 1234;
+    row.last_time = -5;
+    row.parent = 2;
+    row.seed_len = 3;
+    row.surface_covered = 10;
+    row.surface_head = 1;
+    row.surface_tail = 9;
+    row.surface_len = 4;
+    row.replace_generation = 1;
+    row.children = 2;
+    row.flags = 1;
+    assert_eq!(
+        hex(&row.encode()),
+        hex(&unhex(ROW_GOLDEN)),
+        "session row layout changed"
+    );
+    assert_eq!(SessionRow::decode(&row.encode()).unwrap(), row);
+
+    let events: Vec<Event> = (0..10)
+        .map(|s| sessionlog::workload::synthetic_event(s, 3))
+        .collect();
+    let state = SessionState::rebuild(&events, InvariantMode::Off).unwrap();
+    let bytes = state.to_bytes().unwrap();
+    assert_eq!(
+        hex(&bytes),
+        hex(&unhex(STATE_GOLDEN)),
+        "SessionState encoding changed"
+    );
+    assert_eq!(SessionState::from_bytes(&bytes).unwrap(), state);
+}
+
+const ROW_GOLDEN: &str = "07000000000000000a00000000000000d204000000000000fbffffffffffffff020000000000000003000000000000000a000000000000000100000000000000090000000000000004000000000000000100000000000000020000000100000000017280d0eab6b73301022f77010170010301087375626167656e74010201016101016f01016b035b315d";
+const STATE_GOLDEN: &str = "0a0201060000010901046e756c6c046e756c6c01046e756c6c046e756c6c0301020422633322042263382201046e756c6c046e756c6c01046e756c6c046e756c6c000109fea0d5edee66010900010131013100000005";
