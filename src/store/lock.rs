@@ -58,8 +58,9 @@ impl StoreLock {
         match attempt {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
+                // A process id is at most 20 digits; never read more of a file others can write.
                 let mut text = String::new();
-                let _ = file.read_to_string(&mut text);
+                let _ = (&mut file).take(32).read_to_string(&mut text);
                 return Err(OpenError::Locked {
                     path: path.to_path_buf(),
                     pid: text.trim().parse().ok(),
