@@ -2915,3 +2915,23 @@ fn flush_after_a_process_restart_makes_what_the_store_serves_durable() {
         "events served and flushed after a process restart were lost in a power loss (seed, served, after): {lost:?}"
     );
 }
+
+/// Finding 12 (engine, fixed): an fsync EIO that keeps the cached pages (Linux marks them
+/// clean), then a process restart, then a power loss. The restarted process read the segment
+/// from the page cache, its own syncs succeeded without writing those pages, and the power
+/// loss left a hole under what it appended ("bad length 0 ... valid frames follow"). The
+/// writer now writes such bytes again from the cache when a sync of a segment it did not write
+/// fails (and recovery does the same when its sync of scanned segments fails).
+#[test]
+fn an_fsync_eio_before_a_restart_does_not_leave_a_hole_after_a_power_loss() {
+    for seed in [59958, 66150, 93338, 99442] {
+        let mut family = MULTIFRAME;
+        family.durabilities = &[2, 1];
+        family.restarts = true;
+        family.continue_after_fault = true;
+        family.options.eio_drops_cache = false;
+        Scenario::new(seed, family)
+            .run()
+            .unwrap_or_else(|e| panic!("multiframe-restart seed {seed}: {e}"));
+    }
+}

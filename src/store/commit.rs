@@ -58,16 +58,40 @@ pub(crate) struct Active {
 impl Active {
     /// Syncs a segment recovery did not sync (see [`Active::unverified`]). No cut on
     /// failure: the bytes were there before this process wrote anything.
+    ///
+    /// When the sync fails, the bytes recovery read (and checked) may be only in the page
+    /// cache, marked clean by the failure (fsync-gate): a later process would read them, its
+    /// syncs would succeed without writing them, and a power loss would leave a hole under
+    /// what it appended. So they are written again from the cache and synced once more; the
+    /// first error is returned either way (the writer stops until reopened).
     fn verify(&mut self) -> std::io::Result<()> {
         if self.unverified {
             // Re-assert the length recovery found, so that a truncation that only ever
             // reached the page cache becomes durable with this sync.
             self.file.set_len(self.len)?;
-            self.file.sync_data()?;
+            if let Err(first) = self.file.sync_data() {
+                let _ = rewrite(&*self.file, self.len).and_then(|()| self.file.sync_data());
+                return Err(first);
+            }
             self.unverified = false;
         }
         Ok(())
     }
+}
+
+/// Writes bytes `0..len` of `file` again, as read, so that pages a failed sync marked clean
+/// are dirty again and the next sync writes them.
+pub(crate) fn rewrite(file: &dyn StorageFile, len: u64) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0u64;
+    while at < len {
+        let n = (len - at).min(buf.len() as u64) as usize;
+        let chunk = &mut buf[..n];
+        file.read_exact_at(chunk, at)?;
+        file.write_all_at(chunk, at)?;
+        at += n as u64;
+    }
+    Ok(())
 }
 
 #[derive(Debug)]

@@ -398,7 +398,16 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
             let path = segments.path(n);
             segments
                 .file(n)
-                .and_then(|f| f.sync_data())
+                .and_then(|f| {
+                    f.sync_data().inspect_err(|_| {
+                        // What the scan read may now be only in the page cache, marked clean
+                        // by the failed sync: write it again so a later sync persists it.
+                        let _ = f
+                            .len()
+                            .and_then(|len| super::commit::rewrite(&*f, len))
+                            .and_then(|()| f.sync_data());
+                    })
+                })
                 .map_err(io(path))?;
         }
     }
