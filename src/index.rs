@@ -749,15 +749,7 @@ impl Index {
         let mut txn = db.begin_write()?;
         // Creating missing tables need not be durable: a lost creation is redone next open.
         txn.set_durability(Durability::None)?;
-        {
-            txn.open_table(META)?;
-            txn.open_table(SESSIONS)?;
-            txn.open_table(SESSION_IDS)?;
-            txn.open_table(EVENTS)?;
-            txn.open_table(SURFACE)?;
-            txn.open_table(SESSION_STATE)?;
-            txn.open_table(PROJECTIONS)?;
-        }
+        create_tables(&txn)?;
         txn.commit()?;
         Ok(Index {
             db: Some(Db::Write(db)),
@@ -1108,15 +1100,7 @@ impl Index {
             txn.delete_table(SURFACE)?;
             txn.delete_table(SESSION_STATE)?;
             txn.delete_table(PROJECTIONS)?;
-            {
-                txn.open_table(META)?;
-                txn.open_table(SESSIONS)?;
-                txn.open_table(SESSION_IDS)?;
-                txn.open_table(EVENTS)?;
-                txn.open_table(SURFACE)?;
-                txn.open_table(SESSION_STATE)?;
-                txn.open_table(PROJECTIONS)?;
-            }
+            create_tables(&txn)?;
             txn.commit()?;
             Ok(())
         })
@@ -1379,6 +1363,18 @@ fn counted(
 
 fn damaged(table: &'static str, detail: String) -> IndexError {
     IndexError::Damaged { table, detail }
+}
+
+/// Opens (creating when missing) every table of the index in `txn`.
+fn create_tables(txn: &redb::WriteTransaction) -> Result<(), redb::TableError> {
+    txn.open_table(META)?;
+    txn.open_table(SESSIONS)?;
+    txn.open_table(SESSION_IDS)?;
+    txn.open_table(EVENTS)?;
+    txn.open_table(SURFACE)?;
+    txn.open_table(SESSION_STATE)?;
+    txn.open_table(PROJECTIONS)?;
+    Ok(())
 }
 
 fn malformed(table: &'static str, detail: String) -> IndexError {
