@@ -39,13 +39,9 @@
 use std::fmt;
 use std::path::PathBuf;
 
-#[path = "sqlite_codec.rs"]
 mod codec;
-#[path = "sqlite_read.rs"]
 mod read;
-#[path = "sqlite_schema.rs"]
 pub mod schema;
-#[path = "sqlite_write.rs"]
 mod write;
 
 pub use codec::{
