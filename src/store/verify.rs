@@ -1,0 +1,425 @@
+//! `Store::verify`: every frame of the log, and the index cross-checked against an index
+//! rebuilt from the log (format-spec §7).
+
+use super::*;
+
+impl Store {
+    /// Reads every frame of the log and checks it (CRC, record decoding, seq contiguity, and
+    /// that the index points at each event). Reports every problem found.
+    pub fn verify(&self) -> Result<VerifyReport, OpenError> {
+        let numbers = self.segments.list().map_err(|source| OpenError::Io {
+            path: self.segments.dir().to_path_buf(),
+            source,
+        })?;
+        let mut report = VerifyReport::default();
+        let mut next: HashMap<u64, Seq> = HashMap::new();
+        let index = &self.index;
+        let mut problems = Vec::new();
+        let mut visit = |frame: scan::ScannedFrame| -> Result<(), OpenError> {
+            report.frames += 1;
+            if frame.dropped {
+                // Part of an operation a damaged frame interrupted (reported as bad).
+                return Ok(());
+            }
+            match Record::decode_all(&frame.payload) {
+                Err(e) => problems.push(format!("{}: records do not decode: {e}", frame.position)),
+                Ok(records) => {
+                    // The events of this frame by record offset, to check where runs start.
+                    let events_at: HashMap<u32, (u64, Seq)> = records
+                        .iter()
+                        .filter_map(|(offset, r)| match r {
+                            Record::Event { session, event } => {
+                                Some((*offset, (*session, event.seq)))
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    for (record_offset, record) in records {
+                        match record {
+                            Record::CreateSession { session, .. } => {
+                                next.insert(session, 0);
+                            }
+                            Record::ForkSession {
+                                session,
+                                seed_length,
+                                ..
+                            } => {
+                                next.insert(session, seed_length);
+                            }
+                            Record::DeleteSession { session } => {
+                                next.remove(&session);
+                            }
+                            Record::Event { session, event } => {
+                                report.events += 1;
+                                let expected = next.entry(session).or_insert(0);
+                                if event.seq != *expected {
+                                    problems.push(format!(
+                                        "{}: session number {session} seq {} (expected {})",
+                                        frame.position, event.seq, expected
+                                    ));
+                                }
+                                *expected = event.seq + 1;
+                                let here = Location {
+                                    segment: frame.position.segment,
+                                    frame_offset: frame.position.offset,
+                                    frame_len: frame.frame_len,
+                                    record_offset,
+                                };
+                                // The run holding the event must be in this frame and start
+                                // at an earlier (or this) record that is the run's first
+                                // event, so the walk from it reaches this record.
+                                let right = |r: &Run| {
+                                    r.location.same_frame(&here)
+                                        && r.location.record_offset <= record_offset
+                                        && events_at.get(&r.location.record_offset)
+                                            == Some(&(session, r.first_seq))
+                                };
+                                let live = self.registry().get(session).is_some();
+                                match index.run(session, event.seq) {
+                                    Ok(Some(r)) if right(&r) => {}
+                                    Ok(_) if !live => {}
+                                    Ok(other)
+                                        if !self.overlay.contains_key(&(session, event.seq)) =>
+                                    {
+                                        if self
+                                            .committer
+                                            .as_ref()
+                                            .and_then(|c| c.pending(session, event.seq))
+                                            .is_none()
+                                        {
+                                            problems.push(format!(
+                                                "{}: index entry for session number {session} seq {} is {other:?}",
+                                                frame.position, event.seq
+                                            ));
+                                        }
+                                    }
+                                    Ok(_) => {}
+                                    Err(e) => problems.push(format!("index lookup failed: {e}")),
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            Ok(())
+        };
+        let start = LogPosition {
+            segment: numbers.first().copied().unwrap_or(1),
+            offset: SEGMENT_HEADER_LEN,
+        };
+        let scan = scan::scan(
+            &self.segments,
+            &numbers,
+            start,
+            RecoveryMode::SalvageSkippingBadFrames,
+            &self.limits,
+            &mut visit,
+        )?;
+        // Comparing the index with one rebuilt from the log means something only when every
+        // frame reads; bad frames are reported above.
+        if scan.skipped.is_empty() {
+            problems.extend(self.verify_index());
+        }
+        report.problems = problems;
+        report.bad_frames = scan.skipped;
+        if let Some(t) = scan.torn_tail {
+            if self.committer.is_none() {
+                report.pending_cut = Some(t);
+            } else {
+                report.bad_frames.push(t);
+            }
+        }
+        Ok(report)
+    }
+
+    /// Cross-checks the index against the log (format-spec.md §7): redb's integrity check on
+    /// an in-memory copy of `index.redb` (the file is never modified), then every entry of the
+    /// index as this store sees it (brought up to the log's end the way recovery does) against
+    /// an index rebuilt in memory from the log: meta, session rows, ids, runs, and each
+    /// session's surface links against a replay of its events. One line per disagreement.
+    fn verify_index(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let advice = "run `sessionlog recover` to rebuild the index from the log";
+        if let Some(c) = &self.committer
+            && let Err(e) = c.commit(c.staged_lsn(), Goal::Written, false)
+        {
+            problems.push(format!(
+                "cannot bring the index up to date to check it: {e}"
+            ));
+            return problems;
+        }
+        let catch_up = |index: &Index| {
+            recovery::recover(recovery::RecoveryInput {
+                store_dir: &self.dir,
+                segments: &self.segments,
+                index,
+                mode: self.config.recovery,
+                limits: self.limits,
+                writable: false,
+                index_writable: true,
+            })
+        };
+        let path = self.dir.join(INDEX_FILE);
+        let mut copy = None;
+        // A live writer's file is consistent only at its durable commits (later non-durable
+        // ones may sit half in redb's cache): the file-level check is for read-only stores
+        // (`sessionlog verify`) and `recover`; a writer's index is compared entry by entry.
+        let live_writer = self.committer.is_some() && self.index.is_writable();
+        if path.exists() && !live_writer {
+            match Index::copy_in_memory(&path) {
+                Ok(mut c) => match c.check_integrity() {
+                    Ok(true) => copy = Some(c),
+                    Ok(false) => problems.push(format!(
+                        "index.redb: redb's integrity check found damaged pages; {advice}"
+                    )),
+                    Err(e) => problems.push(format!("index.redb: {e}")),
+                },
+                Err(e) => problems.push(format!("index.redb: {e}")),
+            }
+        }
+        // The index under test: this store's own when it is current (read-write, or rebuilt
+        // in memory), else the copy of the file brought to the log's end.
+        let caught_up;
+        let tested: &Index = if self.index.is_writable() {
+            &self.index
+        } else {
+            let Some(c) = copy else {
+                return problems;
+            };
+            if let Err(e) = catch_up(&c) {
+                problems.push(format!(
+                    "index.redb: recovery over a copy of it failed: {e}"
+                ));
+                return problems;
+            }
+            caught_up = c;
+            &caught_up
+        };
+        let truth = match Index::in_memory()
+            .map_err(OpenError::from)
+            .and_then(|fresh| {
+                catch_up(&fresh)?;
+                Ok(fresh)
+            }) {
+            Ok(t) => t,
+            Err(e) => {
+                problems.push(format!(
+                    "cannot rebuild an index from the log to compare with: {e}"
+                ));
+                return problems;
+            }
+        };
+        let (ours, theirs) = match (tested.dump(), truth.dump()) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(e), _) | (_, Err(e)) => {
+                problems.push(e.to_string());
+                return problems;
+            }
+        };
+        // Surface fields of rows are compared below against a replay; the rebuilt index has
+        // none (they come from the catch-up after a read-write open).
+        let comparable = |entries: &[crate::index::DumpEntry]| {
+            let mut out = std::collections::BTreeMap::new();
+            for (table, key, value) in entries {
+                let value = match table.as_str() {
+                    "surface" | "session_state" | "projections" => continue,
+                    "sessions" => match SessionRow::decode(value) {
+                        Ok(mut row) => {
+                            row.surface_covered = 0;
+                            row.surface_head = NO_NODE;
+                            row.surface_tail = NO_NODE;
+                            row.surface_len = 0;
+                            row.replace_generation = 0;
+                            row.encode()
+                        }
+                        Err(_) => value.clone(),
+                    },
+                    _ => value.clone(),
+                };
+                out.insert((table.clone(), key.clone()), value);
+            }
+            out
+        };
+        let (a, b) = (comparable(&ours), comparable(&theirs));
+        for (k, v) in &a {
+            match b.get(k) {
+                Some(w) if w == v => {}
+                Some(w) => problems.push(format!(
+                    "index disagrees with the log at {} key {}: the index holds {}, the log gives {}; {advice}",
+                    k.0, hex_bytes(&k.1), describe(&k.0, &k.1, v), describe(&k.0, &k.1, w)
+                )),
+                None => problems.push(format!(
+                    "index disagrees with the log at {} key {}: the index holds {}, the log gives nothing; {advice}",
+                    k.0, hex_bytes(&k.1), describe(&k.0, &k.1, v)
+                )),
+            }
+        }
+        for (k, w) in &b {
+            if !a.contains_key(k) {
+                problems.push(format!(
+                    "index disagrees with the log at {} key {}: the index lacks {}; {advice}",
+                    k.0,
+                    hex_bytes(&k.1),
+                    describe(&k.0, &k.1, w)
+                ));
+            }
+        }
+        // Surface links: each session's list, as far as its row says it covers, against a
+        // replay of the events before that point.
+        for (table, _, value) in &ours {
+            if table != "sessions" {
+                continue;
+            }
+            let Ok(row) = SessionRow::decode(value) else {
+                continue;
+            };
+            if row.is_deleted() || row.surface_covered == 0 {
+                continue;
+            }
+            let links = match tested.surface_links(row.number) {
+                Ok(l) => l,
+                Err(e) => {
+                    problems.push(e.to_string());
+                    continue;
+                }
+            };
+            let state = match self.replay(&row, row.surface_covered) {
+                Ok(s) => s,
+                Err(e) => {
+                    problems.push(format!(
+                        "session \"{}\": replaying its events to check the surface failed: {e}",
+                        row.header.id
+                    ));
+                    continue;
+                }
+            };
+            let nodes = state.surface().nodes();
+            let expected: Vec<(Seq, Seq, Seq)> = nodes
+                .iter()
+                .enumerate()
+                .map(|(i, &seq)| {
+                    let prev = if i == 0 { NO_NODE } else { nodes[i - 1] };
+                    (seq, prev, nodes.get(i + 1).copied().unwrap_or(NO_NODE))
+                })
+                .collect();
+            let mut got = links;
+            got.sort_unstable();
+            let mut want = expected;
+            want.sort_unstable();
+            let mut summary = row.clone();
+            set_surface(&mut summary, &state);
+            if got != want
+                || (
+                    row.surface_head,
+                    row.surface_tail,
+                    row.surface_len,
+                    row.replace_generation,
+                ) != (
+                    summary.surface_head,
+                    summary.surface_tail,
+                    summary.surface_len,
+                    summary.replace_generation,
+                )
+            {
+                problems.push(format!(
+                    "index disagrees with the log at surface of session \"{}\" (number {}): the index lists {} node(s), a replay of seqs below {} gives {}; {advice}",
+                    row.header.id,
+                    row.number,
+                    got.len(),
+                    row.surface_covered,
+                    want.len()
+                ));
+            }
+        }
+        problems
+    }
+
+    /// A session's state after its events below `upto`, loaded the way a rebuilt index loads
+    /// it (dsh's load rules over the stored events).
+    fn replay(&self, row: &SessionRow, upto: Seq) -> Result<SessionState, String> {
+        let mut cache = FrameCache::default();
+        let mut events = Vec::with_capacity(upto.min(1 << 20) as usize);
+        for seq in 0..upto {
+            let mut event = self
+                .read_resolved(row.number, seq, &mut cache)
+                .map_err(|e| format!("seq {seq}: {e}"))?;
+            if !crate::session::known::is_known_event_type(&event.kind) {
+                event.ignorable = true;
+            }
+            events.push(event);
+        }
+        crate::session::load::load_stored(&row.header.id, &row.header, &events, InvariantMode::Off)
+            .map(|l| l.state)
+            .map_err(|e| e.to_string())
+    }
+}
+
+fn hex_bytes(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// An index entry in words, for verify's report.
+fn describe(table: &str, key: &[u8], value: &[u8]) -> String {
+    match table {
+        "events" if key.len() == 16 && value.len() == crate::index::RUN_LEN => {
+            let mut k = [0u8; 8];
+            k.copy_from_slice(&key[0..8]);
+            let session = u64::from_be_bytes(k);
+            k.copy_from_slice(&key[8..16]);
+            let first = u64::from_be_bytes(k);
+            let mut v = [0u8; crate::index::RUN_LEN];
+            v.copy_from_slice(value);
+            match Run::decode(first, &v) {
+                Ok(r) => format!(
+                    "a run of session number {session} seqs {}..{} at {} record offset {}",
+                    r.first_seq,
+                    r.end(),
+                    r.location.position(),
+                    r.location.record_offset
+                ),
+                Err(e) => e.to_string(),
+            }
+        }
+        "sessions" => match SessionRow::decode(value) {
+            Ok(r) => format!(
+                "session {:?} (number {}): {} event(s), {} data byte(s), last time {}, parent {}, seed {}, children {}, flags {}",
+                r.header.id,
+                r.number,
+                r.next_seq,
+                r.data_bytes,
+                r.last_time,
+                r.parent,
+                r.seed_len,
+                r.children,
+                r.flags
+            ),
+            Err(e) => e.to_string(),
+        },
+        "meta" => format!("bytes {}", hex_bytes(value)),
+        "session_ids" => format!("{:?}", String::from_utf8_lossy(value)),
+        _ => format!("{} byte(s)", value.len()),
+    }
+}
+
+/// The result of [`Store::verify`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Frames read.
+    pub frames: u64,
+    /// Events read.
+    pub events: u64,
+    /// Frames that failed their checks, with location and reason.
+    pub bad_frames: Vec<BadFrame>,
+    /// Other problems (seq gaps, index disagreements), one line each.
+    pub problems: Vec<String>,
+    /// A torn tail that a read-only store found and the next writable open cuts (a crash or a
+    /// failed write left it; nothing in it was acknowledged). Not a problem.
+    pub pending_cut: Option<BadFrame>,
+}
+
+impl VerifyReport {
+    /// True when nothing is wrong.
+    pub fn is_clean(&self) -> bool {
+        self.bad_frames.is_empty() && self.problems.is_empty()
+    }
+}
