@@ -780,72 +780,48 @@ impl Index {
 
     fn dump_inner(&self) -> Result<Vec<DumpEntry>, IndexError> {
         let txn = self.begin_read()?;
-        let mut out = Vec::new();
-        let table = txn.open_table(META)?;
-        let before = out.len();
-        for item in table.iter()? {
-            let (k, v) = item?;
-            let k = k.value();
-            let v = unseal("meta", k.as_bytes(), v.value())?;
-            out.push(("meta".into(), k.as_bytes().to_vec(), v.to_vec()));
+        let mut out: Vec<DumpEntry> = Vec::new();
+        // One table: every entry's CRC checked (over `crc_key`), the key as `out_key` bytes,
+        // and the entry count compared with redb's.
+        macro_rules! dump {
+            ($def:expr, $name:literal, |$k:ident| $crc_key:expr, $out_key:expr) => {{
+                let table = txn.open_table($def)?;
+                let before = out.len();
+                for item in table.iter()? {
+                    let (k, v) = item?;
+                    let $k = k.value();
+                    let v = unseal($name, $crc_key, v.value())?;
+                    out.push(($name.into(), $out_key, v.to_vec()));
+                }
+                counted($name, out.len() - before, &table)?;
+            }};
         }
-        counted("meta", out.len() - before, &table)?;
-        let table = txn.open_table(SESSIONS)?;
-        let before = out.len();
-        for item in table.iter()? {
-            let (k, v) = item?;
-            let k = k.value();
-            let v = unseal("sessions", &KeyBytes::number(k), v.value())?;
-            out.push(("sessions".into(), k.to_be_bytes().to_vec(), v.to_vec()));
-        }
-        counted("sessions", out.len() - before, &table)?;
-        let table = txn.open_table(SESSION_IDS)?;
-        let before = out.len();
-        for item in table.iter()? {
-            let (k, v) = item?;
-            let k = k.value();
-            let v = unseal("session_ids", &KeyBytes::number(k), v.value())?;
-            out.push(("session_ids".into(), k.to_be_bytes().to_vec(), v.to_vec()));
-        }
-        counted("session_ids", out.len() - before, &table)?;
-        let table = txn.open_table(EVENTS)?;
-        let before = out.len();
-        for item in table.iter()? {
-            let (k, v) = item?;
-            let k = k.value();
-            let v = unseal("events", k, v.value())?;
-            out.push(("events".into(), k.to_vec(), v.to_vec()));
-        }
-        counted("events", out.len() - before, &table)?;
-        let table = txn.open_table(SURFACE)?;
-        let before = out.len();
-        for item in table.iter()? {
-            let (k, v) = item?;
-            let k = k.value();
-            let v = unseal("surface", k, v.value())?;
-            out.push(("surface".into(), k.to_vec(), v.to_vec()));
-        }
-        counted("surface", out.len() - before, &table)?;
-        let table = txn.open_table(SESSION_STATE)?;
-        let before = out.len();
-        for item in table.iter()? {
-            let (k, v) = item?;
-            let k = k.value();
-            let v = unseal("session_state", &KeyBytes::number(k), v.value())?;
-            out.push(("session_state".into(), k.to_be_bytes().to_vec(), v.to_vec()));
-        }
-        counted("session_state", out.len() - before, &table)?;
-        let table = txn.open_table(PROJECTIONS)?;
-        let before = out.len();
-        for item in table.iter()? {
-            let (k, v) = item?;
-            let (session, key) = k.value();
-            let v = unseal("projections", &KeyBytes::pair(session, key), v.value())?;
-            let mut kb = session.to_be_bytes().to_vec();
-            kb.extend_from_slice(key.as_bytes());
-            out.push(("projections".into(), kb, v.to_vec()));
-        }
-        counted("projections", out.len() - before, &table)?;
+        dump!(META, "meta", |k| k.as_bytes(), k.as_bytes().to_vec());
+        dump!(
+            SESSIONS,
+            "sessions",
+            |k| &KeyBytes::number(k),
+            k.to_be_bytes().to_vec()
+        );
+        dump!(
+            SESSION_IDS,
+            "session_ids",
+            |k| &KeyBytes::number(k),
+            k.to_be_bytes().to_vec()
+        );
+        dump!(EVENTS, "events", |k| k, k.to_vec());
+        dump!(SURFACE, "surface", |k| k, k.to_vec());
+        dump!(
+            SESSION_STATE,
+            "session_state",
+            |k| &KeyBytes::number(k),
+            k.to_be_bytes().to_vec()
+        );
+        dump!(PROJECTIONS, "projections", |k| &KeyBytes::pair(k.0, k.1), {
+            let mut kb = k.0.to_be_bytes().to_vec();
+            kb.extend_from_slice(k.1.as_bytes());
+            kb
+        });
         Ok(out)
     }
 }
