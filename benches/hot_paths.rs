@@ -1,5 +1,5 @@
 //! Criterion benchmarks of sessionlog's hot paths, on the dsh workload
-//! ([`sessionlog::workload`]): frame encode/decode, buffered append, index lookup, full read,
+//! ([`sessionlog_bench::workload`]): frame encode/decode, buffered append, index lookup, full read,
 //! derived messages and the surface resume.
 //!
 //! `cargo bench --bench hot_paths` (add `-- --quick` for a short run). The peers comparison is
@@ -13,7 +13,7 @@ use sessionlog::event::Event;
 use sessionlog::log::frame::{self, FrameLimits};
 use sessionlog::log::record::{EventRecord, Record};
 use sessionlog::store::{Config, Durability, Store};
-use sessionlog::workload::{
+use sessionlog_bench::workload::{
     SessionGenerator, WorkloadConfig, generate_events, session_header, session_id,
 };
 
@@ -74,10 +74,7 @@ fn append(c: &mut Criterion) {
                 let dir = tempfile::tempdir().unwrap();
                 let store = Store::open(
                     dir.path(),
-                    Config {
-                        durability: Durability::Buffered,
-                        ..Config::default()
-                    },
+                    Config::default().durability(Durability::Buffered),
                 )
                 .unwrap();
                 store.create_session(session_header(0)).unwrap();
@@ -101,11 +98,9 @@ fn stored_session(turns: u64) -> (tempfile::TempDir, u64) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(
         dir.path(),
-        Config {
-            durability: Durability::Buffered,
-            batch_bytes: 1,
-            ..Config::default()
-        },
+        Config::default()
+            .durability(Durability::Buffered)
+            .batch_bytes(1),
     )
     .unwrap();
     store.create_session(session_header(0)).unwrap();
@@ -124,14 +119,7 @@ fn stored_session(turns: u64) -> (tempfile::TempDir, u64) {
 
 fn reads(c: &mut Criterion) {
     let (dir, n) = stored_session(175);
-    let store = Store::open(
-        dir.path(),
-        Config {
-            read_only: true,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let store = Store::open(dir.path(), Config::default().read_only(true)).unwrap();
     let id = session_id(0);
     let mut g = c.benchmark_group("read");
     let mut seq = 0u64;
@@ -148,14 +136,7 @@ fn reads(c: &mut Criterion) {
     });
     g.bench_function("surface resume (read-only open, handle, messages)", |b| {
         b.iter(|| {
-            let store = Store::open(
-                dir.path(),
-                Config {
-                    read_only: true,
-                    ..Config::default()
-                },
-            )
-            .unwrap();
+            let store = Store::open(dir.path(), Config::default().read_only(true)).unwrap();
             let session = store.session(&id).unwrap();
             session.messages().unwrap().len()
         })

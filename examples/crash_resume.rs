@@ -3,22 +3,21 @@
 //! `Store::resume` closes the open turn with dsh's crash closers before new turns are
 //! appended. Every acknowledged (durable) append is there.
 //!
-//! Run with `cargo run --release --example crash_resume`.
+//! Run with `cargo run --release --example crash_resume` (`cargo test` runs it too).
 
 use std::error::Error;
 
-use sessionlog::event::SessionHeader;
-use sessionlog::store::{Config, Store};
-use sessionlog::typed::{AppendTyped, StepStart, TurnEnd, TurnStart, UserMessage};
+use sessionlog::typed::{StepStart, TurnEnd, TurnStart, UserMessage};
+use sessionlog::{Config, SessionHeader, Store};
 
 fn main() -> Result<(), Box<dyn Error>> {
     let dir = tempfile::tempdir()?;
     {
         let store = Store::open(dir.path(), Config::default())?;
         let s = store.create(SessionHeader::new("agent-1", 1_767_225_600_000))?;
-        s.append_typed(TurnStart::new(1))?;
-        s.append_typed(StepStart::new(1, 1))?;
-        let (_, receipt) = s.append_typed(UserMessage::text("Refactor the parser"))?;
+        s.append(TurnStart::new(1))?;
+        s.append(StepStart::new(1, 1))?;
+        let receipt = s.append(UserMessage::text("Refactor the parser"))?;
         assert!(
             receipt.durable,
             "Sync durability: acknowledged means on disk"
@@ -39,12 +38,17 @@ fn main() -> Result<(), Box<dyn Error>> {
         let e = e?;
         println!("  seq {:2}: {}", e.seq, e.kind);
     }
-    s.append_typed(TurnStart::new(2))?;
-    s.append_typed(UserMessage::text("Continue where we stopped"))?;
-    s.append_typed(TurnEnd::completed(2))?;
+    s.append(TurnStart::new(2))?;
+    s.append(UserMessage::text("Continue where we stopped"))?;
+    s.append(TurnEnd::completed(2))?;
     println!(
         "the session goes on: {} messages visible",
         s.messages()?.len()
     );
     Ok(())
+}
+
+#[test]
+fn example_runs() {
+    main().expect("the example runs");
 }

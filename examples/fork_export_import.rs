@@ -5,48 +5,68 @@
 
 use std::error::Error;
 
-use sessionlog::event::SessionHeader;
-use sessionlog::interop::export::export_jsonl_file;
-use sessionlog::interop::jsonl::{self, Compression};
-use sessionlog::store::{Config, Store};
-use sessionlog::typed::{AppendTyped, TurnEnd, TurnStart, UserMessage};
+use sessionlog::typed::{TurnEnd, TurnStart, UserMessage};
+use sessionlog::{
+    Config, ExportFormat, ExportLayout, ImportOptions, SessionHeader, Store, export, import_paths,
+};
 
 fn main() -> Result<(), Box<dyn Error>> {
     let dir = tempfile::tempdir()?;
     let store = Store::open(dir.path().join("store"), Config::default())?;
     let s = store.create(SessionHeader::new("main", 1_767_225_600_000))?;
     for turn in 1..=3 {
-        s.append_typed(TurnStart::new(turn))?;
-        s.append_typed(UserMessage::text(format!("question {turn}")))?;
-        s.append_typed(TurnEnd::completed(turn))?;
+        s.append(TurnStart::new(turn))?;
+        s.append(UserMessage::text(format!("question {turn}")))?;
+        s.append(TurnEnd::completed(turn))?;
     }
     // Fork after turn 2 (its turn/end is seq 5): the child's prefix is read through the parent.
     let child = store.fork("main", Some(5), Some("what-if"))?;
-    child.append_typed(TurnStart::new(3))?;
-    child.append_typed(UserMessage::text("a different question 3"))?;
-    child.append_typed(TurnEnd::completed(3))?;
+    child.append(TurnStart::new(3))?;
+    child.append(UserMessage::text("a different question 3"))?;
+    child.append(TurnEnd::completed(3))?;
     println!(
         "main: {} events, what-if: {} events (6 inherited)",
         s.len(),
         child.len()
     );
 
+    let mut files = Vec::new();
     for id in ["main", "what-if"] {
         let path = dir.path().join(format!("{id}.jsonl"));
-        let n = export_jsonl_file(&store, id, &path, Compression::None)?;
+        let report = export(
+            &store,
+            &[id.to_owned()],
+            &path,
+            ExportFormat::Jsonl,
+            ExportLayout::File,
+            &mut |_| {},
+        )?;
         let text = std::fs::read_to_string(&path)?;
         println!(
-            "exported {id}: {n} events, first line {}",
+            "exported {id}: {} events, first line {}",
+            report.events,
             text.lines().next().unwrap_or("")
         );
-        let bytes = std::fs::read(&path)?;
-        let other = Store::open(dir.path().join(format!("copy-{id}")), Config::default())?;
-        let loaded = jsonl::read(&bytes, &Default::default())?;
-        other.import_session(loaded.header, loaded.events, None)?;
+        files.push(path);
+    }
+    let other = Store::open(dir.path().join("copy"), Config::default())?;
+    let report = import_paths(&other, &files, &ImportOptions::default(), &mut |_| {})?;
+    println!(
+        "imported {} sessions into a new store",
+        report.sessions.len()
+    );
+    for id in ["main", "what-if"] {
+        let copy = other.session(id)?;
+        assert_eq!(copy.messages()?, store.session(id)?.messages()?);
         println!(
-            "imported {id} into a new store: {} messages",
-            other.messages(id)?.len()
+            "  {id}: {} messages, as in the first store",
+            copy.messages()?.len()
         );
     }
     Ok(())
+}
+
+#[test]
+fn example_runs() {
+    main().expect("the example runs");
 }

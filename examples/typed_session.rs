@@ -1,17 +1,16 @@
 //! Writes a dsh session with the typed event API, reopens the store and prints the
 //! model-visible messages.
 //!
-//! Run with `cargo run --release --example typed_session`.
+//! Run with `cargo run --release --example typed_session` (`cargo test` runs it too).
 
 use std::error::Error;
 
-use sessionlog::event::SessionHeader;
-use sessionlog::store::{Config, Store};
 use sessionlog::typed::{
-    AppendTyped, AssistantChunk, AssistantMessage, CallId, Compaction, MessageId, ModelSource,
-    PluginForm, SessionTitle, StepEnd, StepStart, TitleSource, TokenUsage, ToolCall, ToolResult,
-    TurnEnd, TurnStart, UserMessage, UserSource,
+    AssistantChunk, AssistantMessage, CallId, Compaction, MessageId, ModelSource, PluginForm,
+    SessionTitle, StepEnd, StepStart, TitleSource, TokenUsage, ToolCall, ToolResult, TurnEnd,
+    TurnStart, UserMessage, UserSource,
 };
+use sessionlog::{Config, SessionHeader, Store};
 
 fn main() -> Result<(), Box<dyn Error>> {
     let dir = tempfile::tempdir()?;
@@ -20,35 +19,34 @@ fn main() -> Result<(), Box<dyn Error>> {
         let store = Store::open(dir.path(), Config::default())?;
         let s = store.create(SessionHeader::new("demo", 1_767_225_600_000))?;
 
-        s.append_typed(TurnStart::new(1))?;
-        s.append_typed(StepStart::new(1, 1))?;
-        let (prompt, _) = s.append_typed(UserMessage::text("What is in this directory?"))?;
+        s.append(TurnStart::new(1))?;
+        s.append(StepStart::new(1, 1))?;
+        let prompt = s.append(UserMessage::text("What is in this directory?"))?;
 
         // The model streams a tool call; the message cites its chunks.
         let call = CallId::new("call_1")?;
-        let (c1, _) = s.append_typed(AssistantChunk::text_delta(1, 1, 0, "Let me check."))?;
-        let (answer, _) = s.append_typed(
+        let c1 = s.append(AssistantChunk::text_delta(1, 1, 0, "Let me check."))?;
+        let answer = s.append(
             AssistantMessage::new(1, 1, model.clone())
                 .text("Let me check.")
                 .tool_call(call.clone(), "bash", r#"{"cmd":"ls"}"#)
                 .usage(TokenUsage::new(42, 12))
                 .from_chunks(vec![c1.seq]),
         )?;
-        let (started, _) =
-            s.append_typed(ToolCall::new(1, 1, call.clone(), "bash", r#"{"cmd":"ls"}"#))?;
-        let (result, _) =
-            s.append_typed(ToolResult::text(1, 1, call, "Cargo.toml\nsrc").answering(started.seq))?;
-        s.append_typed(StepEnd::new(1, 1))?;
+        let started = s.append(ToolCall::new(1, 1, call.clone(), "bash", r#"{"cmd":"ls"}"#))?;
+        let result =
+            s.append(ToolResult::text(1, 1, call, "Cargo.toml\nsrc").answering(started.seq))?;
+        s.append(StepEnd::new(1, 1))?;
 
-        s.append_typed(StepStart::new(1, 2))?;
-        let (last, _) = s.append_typed(
+        s.append(StepStart::new(1, 2))?;
+        let last = s.append(
             AssistantMessage::new(1, 2, model)
                 .text("A Rust crate: Cargo.toml and src/.")
                 .from_chunks(vec![]),
         )?;
-        s.append_typed(StepEnd::new(1, 2))?;
-        s.append_typed(TurnEnd::completed(1))?;
-        s.append_typed(SessionTitle::new(
+        s.append(StepEnd::new(1, 2))?;
+        s.append(TurnEnd::completed(1))?;
+        s.append(SessionTitle::new(
             "Directory listing",
             vec![prompt.seq],
             TitleSource::Fallback,
@@ -66,7 +64,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                 plugin: "compaction".into(),
                 form: Some(PluginForm::Notice("conversation compacted".into())),
             });
-        s.append_typed(Compaction::new(
+        s.append(Compaction::new(
             summary,
             prompt.seq,
             last.seq,
@@ -83,4 +81,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         println!("  seq {:>2}: {}", m.seq, m.json);
     }
     Ok(())
+}
+
+#[test]
+fn example_runs() {
+    main().expect("the example runs");
 }

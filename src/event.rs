@@ -129,7 +129,7 @@ impl Event {
     /// Builds an event with the canonical layout and no surface metadata.
     ///
     /// ```
-    /// use sessionlog::event::Event;
+    /// use sessionlog::Event;
     /// let e = Event::new("turn/start", 0, 1_767_225_600_000, r#"{"turn":1}"#);
     /// assert_eq!(e.kind, "turn/start");
     /// assert_eq!(e.data, r#"{"turn":1}"#);

@@ -17,15 +17,13 @@ use sessionlog::session::InvariantMode;
 use sessionlog::store::{Config, Durability, Store};
 
 fn small_frames() -> Config {
-    Config {
-        durability: Durability::Sync,
-        segment_bytes: 48 * 1024,
-        max_frame_bytes: 8 * 1024,
-        max_event_bytes: 4 * 1024,
-        compress_threshold: usize::MAX,
-        invariants: InvariantMode::Off,
-        ..Config::default()
-    }
+    Config::default()
+        .durability(Durability::Sync)
+        .segment_bytes(48 * 1024)
+        .max_frame_bytes(8 * 1024)
+        .max_event_bytes(4 * 1024)
+        .compress_threshold(usize::MAX)
+        .invariants(InvariantMode::Off)
 }
 
 /// An event whose data is about `size` bytes (a user message, so it is on the surface).
@@ -233,13 +231,7 @@ fn an_import_spanning_frames_is_all_or_nothing_at_every_cut() {
         let listing = std::fs::read_dir(copy.path().join("segments"))
             .unwrap()
             .count();
-        if let Ok(ro) = Store::open(
-            copy.path(),
-            Config {
-                read_only: true,
-                ..small_frames()
-            },
-        ) {
+        if let Ok(ro) = Store::open(copy.path(), small_frames().read_only(true)) {
             assert!(ro.len("big").is_none_or(|n| n == 60));
         }
         assert_eq!(
@@ -290,12 +282,12 @@ fn a_read_only_open_ignores_an_unfinished_operation_and_a_writer_cuts_it() {
 fn big_events_in_a_batch_are_acknowledged_and_recovered() {
     // A Sync batch of events far larger together than a frame: every frame stays within the
     // limit, and what was acknowledged is there after reopen.
-    let config = || Config {
-        durability: Durability::Sync,
-        max_frame_bytes: 1 << 20,
-        max_event_bytes: 512 << 10,
-        invariants: InvariantMode::Off,
-        ..Config::default()
+    let config = || {
+        Config::default()
+            .durability(Durability::Sync)
+            .max_frame_bytes(1 << 20)
+            .max_event_bytes(512 << 10)
+            .invariants(InvariantMode::Off)
     };
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), config()).unwrap();
@@ -416,10 +408,7 @@ fn a_continued_flag_in_a_version_1_segment_is_damage() {
 #[test]
 fn salvage_drops_an_operation_interrupted_by_a_damaged_frame_and_names_it() {
     let dir = tempfile::tempdir().unwrap();
-    let config = || Config {
-        segment_bytes: 1 << 20,
-        ..small_frames()
-    };
+    let config = || small_frames().segment_bytes(1 << 20);
     let store = Store::open(dir.path(), config()).unwrap();
     store.create_session(SessionHeader::new("a", 1)).unwrap();
     store.create_session(SessionHeader::new("b", 1)).unwrap();
@@ -444,10 +433,7 @@ fn salvage_drops_an_operation_interrupted_by_a_damaged_frame_and_names_it() {
     assert!(matches!(err, OpenError::Corruption { .. }), "{err}");
     let store = Store::open(
         dir.path(),
-        Config {
-            recovery: RecoveryMode::SalvageSkippingBadFrames,
-            ..config()
-        },
+        config().recovery(RecoveryMode::SalvageSkippingBadFrames),
     )
     .unwrap();
     // Nothing of the batch is visible; `b` is untouched; `a`'s later event has a gap.
@@ -473,12 +459,9 @@ fn group_mode_appenders_write_staged_bytes_themselves_past_four_frames() {
     // With a group timer that never fires, staged bytes would grow without bound; the
     // backpressure writes them once four frames' worth (here 4 x 8 KiB) are staged.
     let dir = tempfile::tempdir().unwrap();
-    let config = Config {
-        durability: Durability::Group {
-            max_delay: std::time::Duration::from_secs(3600),
-        },
-        ..small_frames()
-    };
+    let config = small_frames().durability(Durability::Group {
+        max_delay: std::time::Duration::from_secs(3600),
+    });
     let store = Store::open(dir.path(), config).unwrap();
     store.create_session(SessionHeader::new("a", 1)).unwrap();
     let mut max_unwritten = 0u64;

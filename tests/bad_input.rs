@@ -31,14 +31,12 @@ fn ev(kind: &str, seq: u64, data: &str) -> Event {
 #[test]
 fn malformed_events_get_typed_errors_and_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = Config {
-        max_event_bytes: 4096,
-        json_limits: JsonLimits {
+    let cfg = Config::default()
+        .max_event_bytes(4096)
+        .json_limits(JsonLimits {
             max_depth: 64,
             ..JsonLimits::default()
-        },
-        ..Config::default()
-    };
+        });
     let store = Store::open(dir.path(), cfg.clone()).unwrap();
     store.create_session(SessionHeader::new("s", 1)).unwrap();
     store

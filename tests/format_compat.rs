@@ -97,15 +97,13 @@ fn write_store_fixture() {
     }
     let dir = fixture();
     let _ = std::fs::remove_dir_all(&dir);
-    let config = Config {
-        durability: Durability::Sync,
-        segment_bytes: 16 * 1024,
-        max_frame_bytes: 4096,
-        max_event_bytes: 2048,
-        compress_threshold: usize::MAX,
-        invariants: InvariantMode::Off,
-        ..Config::default()
-    };
+    let config = Config::default()
+        .durability(Durability::Sync)
+        .segment_bytes(16 * 1024)
+        .max_frame_bytes(4096)
+        .max_event_bytes(2048)
+        .compress_threshold(usize::MAX)
+        .invariants(InvariantMode::Off);
     let store = Store::open(&dir, config).unwrap();
     // Small appends, a multi-frame batch (continued frames across segments), an import,
     // a compaction, a fork and a delete.
@@ -135,14 +133,7 @@ fn write_store_fixture() {
     store.delete_session("gone").unwrap();
     store.close().unwrap();
     let _ = std::fs::remove_file(dir.join("LOCK"));
-    let store = Store::open(
-        &dir,
-        Config {
-            read_only: true,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let store = Store::open(&dir, Config::default().read_only(true)).unwrap();
     std::fs::write(dir.join("expected.txt"), describe(&store)).unwrap();
 }
 
@@ -155,14 +146,7 @@ fn the_checked_in_store_reads_and_verifies_the_same_forever() {
     let before: Vec<(PathBuf, Vec<u8>)> = walk(work.path());
 
     // Read-only: the same answers, nothing modified.
-    let store = Store::open(
-        work.path(),
-        Config {
-            read_only: true,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let store = Store::open(work.path(), Config::default().read_only(true)).unwrap();
     assert_eq!(describe(&store), expected);
     assert!(store.verify().unwrap().is_clean());
     drop(store);

@@ -162,7 +162,7 @@ fn session_row_and_state_checkpoint() {
     assert_eq!(SessionRow::decode(&row.encode()).unwrap(), row);
 
     let events: Vec<Event> = (0..10)
-        .map(|s| sessionlog::workload::synthetic_event(s, 3))
+        .map(|s| sessionlog_bench::workload::synthetic_event(s, 3))
         .collect();
     let state = SessionState::rebuild(&events, InvariantMode::Off).unwrap();
     let bytes = state.to_bytes().unwrap();

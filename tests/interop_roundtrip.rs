@@ -23,10 +23,7 @@ use sessionlog::json::{JsonLimits, parse, stringify};
 use sessionlog::store::{Config, Durability, Store};
 
 fn config() -> Config {
-    Config {
-        durability: Durability::Buffered,
-        ..Config::default()
-    }
+    Config::default().durability(Durability::Buffered)
 }
 
 /// A fixture dsh's JSONL loader accepts, written (after placeholder substitution) to a file.

@@ -4,6 +4,7 @@
 use sessionlog::event::{Event, SessionHeader};
 use sessionlog::projection::ProjectionSet;
 use sessionlog::store::{Config, Durability, Intent, Session, Store};
+use sessionlog::typed::Raw;
 
 fn user(id: &str, text: &str) -> String {
     format!(
@@ -14,61 +15,63 @@ fn user(id: &str, text: &str) -> String {
 /// A short turn with a title event; `end` closes it.
 fn titled_turn(s: &Session<'_>, t: u64, title: &str, end: bool) {
     let base = 1_767_225_600_000 + (t as i64) * 10_000;
-    s.append_at(
-        "turn/start",
-        &format!(r#"{{"turn":{t}}}"#),
-        Intent::none(),
-        base,
+    s.append(Raw::new("turn/start", format!(r#"{{"turn":{t}}}"#), Intent::none()).at(base))
+        .unwrap();
+    s.append(
+        Raw::new(
+            "step/start",
+            format!(r#"{{"turn":{t},"step":1}}"#),
+            Intent::none(),
+        )
+        .at(base + 10),
     )
     .unwrap();
-    s.append_at(
-        "step/start",
-        &format!(r#"{{"turn":{t},"step":1}}"#),
-        Intent::none(),
-        base + 10,
-    )
-    .unwrap();
-    let (msg, _) = s
-        .append_at(
-            "user/message",
-            &user(&format!("u{t}"), title),
-            Intent::append(),
-            base + 20,
+    let msg = s
+        .append(
+            Raw::new(
+                "user/message",
+                user(&format!("u{t}"), title),
+                Intent::append(),
+            )
+            .at(base + 20),
         )
         .unwrap();
-    s.append_at(
-        "session/title",
-        &format!(
-            r#"{{"title":"{title}","messageSeqs":[{}],"source":{{"kind":"fallback"}}}}"#,
-            msg.seq
-        ),
-        Intent::none(),
-        base + 30,
+    s.append(
+        Raw::new(
+            "session/title",
+            format!(
+                r#"{{"title":"{title}","messageSeqs":[{}],"source":{{"kind":"fallback"}}}}"#,
+                msg.seq
+            ),
+            Intent::none(),
+        )
+        .at(base + 30),
     )
     .unwrap();
     if end {
-        s.append_at(
-            "step/end",
-            &format!(r#"{{"turn":{t},"step":1}}"#),
-            Intent::none(),
-            base + 900,
+        s.append(
+            Raw::new(
+                "step/end",
+                format!(r#"{{"turn":{t},"step":1}}"#),
+                Intent::none(),
+            )
+            .at(base + 900),
         )
         .unwrap();
-        s.append_at(
-            "turn/end",
-            &format!(r#"{{"turn":{t},"reason":{{"kind":"completed"}}}}"#),
-            Intent::none(),
-            base + 1000,
+        s.append(
+            Raw::new(
+                "turn/end",
+                format!(r#"{{"turn":{t},"reason":{{"kind":"completed"}}}}"#),
+                Intent::none(),
+            )
+            .at(base + 1000),
         )
         .unwrap();
     }
 }
 
 fn buffered() -> Config {
-    Config {
-        durability: Durability::Buffered,
-        ..Config::default()
-    }
+    Config::default().durability(Durability::Buffered)
 }
 
 fn view<'a>(views: &'a [(String, String)], key: &str) -> &'a str {

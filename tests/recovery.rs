@@ -10,7 +10,7 @@ use sessionlog::error::{LogPosition, OpenError, ReadError};
 use sessionlog::event::SessionHeader;
 use sessionlog::index::{Index, Location};
 use sessionlog::log::scan::RecoveryMode;
-use sessionlog::store::{Config, Durability, Store};
+use sessionlog::store::{Durability, Store};
 
 const SEG: &str = "segments/00000000000000000001.seg";
 
@@ -148,10 +148,7 @@ fn absolute_consistency_refuses_a_torn_tail() {
         .unwrap()
         .set_len(len - 3)
         .unwrap();
-    let cfg = Config {
-        recovery: RecoveryMode::AbsoluteConsistency,
-        ..config(Durability::Sync)
-    };
+    let cfg = config(Durability::Sync).recovery(RecoveryMode::AbsoluteConsistency);
     let err = Store::open(dir.path(), cfg).unwrap_err();
     assert!(matches!(err, OpenError::TornTail { .. }), "{err}");
     // Nothing was modified: the default mode still sees the same torn tail.
@@ -236,10 +233,7 @@ fn salvage_mode_skips_the_bad_frame_and_reports_what_it_lost() {
         Store::open(dir.path(), config(Durability::Sync)),
         Err(OpenError::Corruption { .. })
     ));
-    let cfg = Config {
-        recovery: RecoveryMode::SalvageSkippingBadFrames,
-        ..config(Durability::Sync)
-    };
+    let cfg = config(Durability::Sync).recovery(RecoveryMode::SalvageSkippingBadFrames);
     let store = Store::open(dir.path(), cfg).unwrap();
     let report = store.recovery_report().clone();
     assert_eq!(report.skipped_frames.len(), 1);
@@ -278,14 +272,7 @@ fn a_foreign_file_in_segments_is_refused() {
 fn a_missing_middle_segment_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let store = Store::open(
-            dir.path(),
-            Config {
-                segment_bytes: 4096,
-                ..config(Durability::Sync)
-            },
-        )
-        .unwrap();
+        let store = Store::open(dir.path(), config(Durability::Sync).segment_bytes(4096)).unwrap();
         common::fill(&store, 1, 200);
     }
     std::fs::remove_file(dir.path().join("segments/00000000000000000002.seg")).unwrap();
@@ -320,10 +307,7 @@ fn salvage_behind_the_watermark_rebuilds_and_names_sessions_whose_creation_was_l
     std::fs::write(dir.path().join(SEG), &bytes).unwrap();
     // A plain open does not read that frame: the index covers it.
     assert!(Store::open(dir.path(), config(Durability::Sync)).is_ok());
-    let cfg = Config {
-        recovery: RecoveryMode::SalvageSkippingBadFrames,
-        ..config(Durability::Sync)
-    };
+    let cfg = config(Durability::Sync).recovery(RecoveryMode::SalvageSkippingBadFrames);
     let store = Store::open(dir.path(), cfg).unwrap();
     let report = store.recovery_report().clone();
     assert!(report.index_rebuilt);

@@ -8,6 +8,7 @@ use sessionlog::error::AppendError;
 use sessionlog::event::{Event, Seq, SessionHeader};
 use sessionlog::session::fork::ForkErrorCode;
 use sessionlog::store::{Config, Durability, ForkFailure, Intent, Session, Store};
+use sessionlog::typed::Raw;
 
 fn user(id: &str, text: &str) -> String {
     format!(
@@ -32,58 +33,58 @@ fn tool_result(turn: u64, call: &str, text: &str) -> String {
 
 /// One complete dsh turn with a tool call and `chunks` assistant/chunk deltas: 8 + chunks events.
 fn turn(s: &Session<'_>, t: u64, chunks: u64) {
-    s.append("turn/start", &format!(r#"{{"turn":{t}}}"#), Intent::none())
-        .unwrap();
-    s.append(
-        "step/start",
-        &format!(r#"{{"turn":{t},"step":1}}"#),
+    s.append(Raw::new(
+        "turn/start",
+        format!(r#"{{"turn":{t}}}"#),
         Intent::none(),
-    )
+    ))
     .unwrap();
-    s.append(
+    s.append(Raw::new(
+        "step/start",
+        format!(r#"{{"turn":{t},"step":1}}"#),
+        Intent::none(),
+    ))
+    .unwrap();
+    s.append(Raw::new(
         "user/message",
-        &user(&format!("u{t}"), &format!("question {t}")),
+        user(&format!("u{t}"), &format!("question {t}")),
         Intent::append(),
-    )
+    ))
     .unwrap();
     for i in 0..chunks {
-        s.append(
-            "assistant/chunk",
-            &format!(r#"{{"turn":{t},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"tok{i}"}}}}"#),
-            Intent::none(),
-        )
+        s.append(Raw::new("assistant/chunk", format!(r#"{{"turn":{t},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"tok{i}"}}}}"#), Intent::none()))
         .unwrap();
     }
     let call = format!("c{t}");
-    s.append(
+    s.append(Raw::new(
         "assistant/message",
-        &assistant(t, &format!("a{t}"), "let me look", Some(&call)),
+        assistant(t, &format!("a{t}"), "let me look", Some(&call)),
         Intent::append(),
-    )
+    ))
     .unwrap();
-    s.append(
+    s.append(Raw::new(
         "tool/call",
-        &format!(r#"{{"turn":{t},"step":1,"callId":"{call}","name":"bash","arguments":"{{}}"}}"#),
+        format!(r#"{{"turn":{t},"step":1,"callId":"{call}","name":"bash","arguments":"{{}}"}}"#),
         Intent::none(),
-    )
+    ))
     .unwrap();
-    s.append(
+    s.append(Raw::new(
         "tool/result",
-        &tool_result(t, &call, "ok"),
+        tool_result(t, &call, "ok"),
         Intent::append(),
-    )
+    ))
     .unwrap();
-    s.append(
+    s.append(Raw::new(
         "step/end",
-        &format!(r#"{{"turn":{t},"step":1}}"#),
+        format!(r#"{{"turn":{t},"step":1}}"#),
         Intent::none(),
-    )
+    ))
     .unwrap();
-    s.append(
+    s.append(Raw::new(
         "turn/end",
-        &format!(r#"{{"turn":{t},"reason":{{"kind":"completed"}}}}"#),
+        format!(r#"{{"turn":{t},"reason":{{"kind":"completed"}}}}"#),
         Intent::none(),
-    )
+    ))
     .unwrap();
 }
 
@@ -95,19 +96,16 @@ fn compact(s: &Session<'_>) {
     }
     let shadowed: Vec<Seq> = surface[..surface.len() - 1].to_vec();
     let (start, end) = (shadowed[0], *shadowed.last().unwrap());
-    s.append(
+    s.append(Raw::new(
         "user/message",
-        &user(&format!("sum{}", s.len()), "summary"),
+        user(&format!("sum{}", s.len()), "summary"),
         Intent::replace(start, end).sources(shadowed),
-    )
+    ))
     .unwrap();
 }
 
 fn buffered() -> Config {
-    Config {
-        durability: Durability::Buffered,
-        ..Config::default()
-    }
+    Config::default().durability(Durability::Buffered)
 }
 
 #[test]
@@ -135,11 +133,11 @@ fn compaction_shadows_without_deleting_and_survives_reopen() {
     // A replace citing too little is refused and changes nothing.
     let before = s.len();
     let err = s
-        .append(
+        .append(Raw::new(
             "user/message",
-            &user("bad", "x"),
+            user("bad", "x"),
             Intent::replace(surface[0], surface[1]).sources(vec![surface[0]]),
-        )
+        ))
         .unwrap_err();
     assert!(matches!(err, AppendError::Semantics { .. }), "{err}");
     assert_eq!(s.len(), before);
@@ -151,7 +149,11 @@ fn invariants_are_enforced_on_append_and_can_be_switched_off() {
     let store = Store::open(dir.path(), buffered()).unwrap();
     let s = store.create(SessionHeader::new("s", 1)).unwrap();
     let err = s
-        .append("step/start", r#"{"turn":1,"step":1}"#, Intent::none())
+        .append(Raw::new(
+            "step/start",
+            r#"{"turn":1,"step":1}"#,
+            Intent::none(),
+        ))
         .unwrap_err();
     assert!(err.to_string().contains("invariant"), "{err}");
     assert_eq!(s.len(), 0);
@@ -164,8 +166,12 @@ fn invariants_are_enforced_on_append_and_can_be_switched_off() {
         )
         .unwrap();
     let l = store.session("lenient").unwrap();
-    l.append("step/start", r#"{"turn":1,"step":1}"#, Intent::none())
-        .unwrap();
+    l.append(Raw::new(
+        "step/start",
+        r#"{"turn":1,"step":1}"#,
+        Intent::none(),
+    ))
+    .unwrap();
     assert_eq!(l.len(), 1);
 }
 
@@ -176,35 +182,32 @@ fn resume_closes_an_interrupted_turn_and_read_only_opens_do_not() {
         let store = Store::open(dir.path(), buffered()).unwrap();
         let s = store.create(SessionHeader::new("s", 1)).unwrap();
         turn(&s, 1, 2);
-        s.append("turn/start", r#"{"turn":2}"#, Intent::none())
+        s.append(Raw::new("turn/start", r#"{"turn":2}"#, Intent::none()))
             .unwrap();
-        s.append("step/start", r#"{"turn":2,"step":1}"#, Intent::none())
-            .unwrap();
-        s.append("user/message", &user("u2", "go"), Intent::append())
-            .unwrap();
-        s.append(
-            "assistant/message",
-            &assistant(2, "a2", "running", Some("c9")),
-            Intent::append(),
-        )
+        s.append(Raw::new(
+            "step/start",
+            r#"{"turn":2,"step":1}"#,
+            Intent::none(),
+        ))
         .unwrap();
-        s.append(
+        s.append(Raw::new("user/message", user("u2", "go"), Intent::append()))
+            .unwrap();
+        s.append(Raw::new(
+            "assistant/message",
+            assistant(2, "a2", "running", Some("c9")),
+            Intent::append(),
+        ))
+        .unwrap();
+        s.append(Raw::new(
             "tool/call",
             r#"{"turn":2,"step":1,"callId":"c9","name":"bash","arguments":"{}"}"#,
             Intent::none(),
-        )
+        ))
         .unwrap();
         // Crash here: the turn is open and c9 has no result.
     }
     let crashed_len = {
-        let store = Store::open(
-            dir.path(),
-            Config {
-                read_only: true,
-                ..buffered()
-            },
-        )
-        .unwrap();
+        let store = Store::open(dir.path(), buffered().read_only(true)).unwrap();
         let s = store.session("s").unwrap();
         s.len()
     };
@@ -236,14 +239,7 @@ fn resume_closes_an_interrupted_turn_and_read_only_opens_do_not() {
         // The session is usable: a new turn appends cleanly.
         turn(&again, 3, 1);
     }
-    let store = Store::open(
-        dir.path(),
-        Config {
-            repair_on_resume: false,
-            ..buffered()
-        },
-    )
-    .unwrap();
+    let store = Store::open(dir.path(), buffered().repair_on_resume(false)).unwrap();
     assert_eq!(store.resume("s").unwrap().len(), crashed_len + 3 + 9);
 }
 
@@ -414,11 +410,8 @@ fn resume_reads_only_surface_frames() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000);
     let dir = tempfile::tempdir().unwrap();
-    let config = Config {
-        // Small batches: many frames, so reading them all would show.
-        batch_bytes: 16 << 10,
-        ..buffered()
-    };
+    // Small batches: many frames, so reading them all would show.
+    let config = buffered().batch_bytes(16 << 10);
     let (surface, messages, total_frames) = {
         let store = Store::open(dir.path(), config.clone()).unwrap();
         let s = store.create(SessionHeader::new("big", 1)).unwrap();

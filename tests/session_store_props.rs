@@ -8,6 +8,7 @@ use sessionlog::session::InvariantMode;
 use sessionlog::session::derive::derive_messages;
 use sessionlog::session::surface::fold_surface;
 use sessionlog::store::{Config, Durability, Intent, Store};
+use sessionlog::typed::Raw;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -61,11 +62,9 @@ fn fold(events: &[Event]) -> (Vec<Seq>, Vec<String>) {
 }
 
 fn config() -> Config {
-    Config {
-        durability: Durability::Buffered,
-        invariants: InvariantMode::Off,
-        ..Config::default()
-    }
+    Config::default()
+        .durability(Durability::Buffered)
+        .invariants(InvariantMode::Off)
 }
 
 proptest! {
@@ -84,16 +83,16 @@ proptest! {
             let s = store.session(&id).unwrap();
             match op {
                 Op::User(n) => {
-                    let (e, _) = s.append_at("user/message", &user(seq, n), Intent::append(), seq as i64).unwrap();
-                    model.push(e);
+                    let r = s.append(Raw::new("user/message", user(seq, n), Intent::append()).at(seq as i64)).unwrap();
+                    model.push(s.get(r.seq).unwrap().unwrap());
                 }
                 Op::Assistant(n) => {
-                    let (e, _) = s.append_at("assistant/message", &assistant(seq, n), Intent::append(), seq as i64).unwrap();
-                    model.push(e);
+                    let r = s.append(Raw::new("assistant/message", assistant(seq, n), Intent::append()).at(seq as i64)).unwrap();
+                    model.push(s.get(r.seq).unwrap().unwrap());
                 }
                 Op::LogOnly => {
-                    let (e, _) = s.append_at("x/note", "null", Intent::none(), -(seq as i64)).unwrap();
-                    model.push(e);
+                    let r = s.append(Raw::new("x/note", "null", Intent::none()).at(-(seq as i64))).unwrap();
+                    model.push(s.get(r.seq).unwrap().unwrap());
                 }
                 Op::Compact(a, b) => {
                     let (surface, _) = fold(&model);
@@ -107,8 +106,8 @@ proptest! {
                         surface_op: Some(SurfaceOp::Replace { start: surface[lo], end: surface[hi] }),
                         source_event_seqs: Some(shadowed),
                     };
-                    let (e, _) = s.append_at("user/message", &user(seq, 0), intent, seq as i64).unwrap();
-                    model.push(e);
+                    let r = s.append(Raw::new("user/message", user(seq, 0), intent).at(seq as i64)).unwrap();
+                    model.push(s.get(r.seq).unwrap().unwrap());
                 }
                 Op::Fork => {
                     if model.is_empty() {

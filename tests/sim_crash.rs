@@ -523,17 +523,14 @@ fn make_config(rng: &mut SimRng, sim: &Arc<SimFs>, family: &Family) -> Config {
             max_delay: Duration::from_millis(1),
         },
     };
-    let mut config = Config {
-        durability,
-        segment_bytes: *rng.pick(&[4096, 8192, 16_384, 65_536]).unwrap(),
-        batch_bytes: *rng.pick(&[256, 4096, 65_536]).unwrap(),
-        compress_threshold: *rng.pick(&[64, 512, 1 << 20]).unwrap(),
-        checkpoint_bytes: *rng.pick(&[4096, 1 << 40]).unwrap(),
-        // Random workloads do not follow dsh's turn/step invariants (surface rules apply).
-        invariants: InvariantMode::Off,
-        fs: sim.clone(),
-        ..Config::default()
-    };
+    let mut config = Config::default()
+        .durability(durability)
+        .segment_bytes(*rng.pick(&[4096, 8192, 16_384, 65_536]).unwrap())
+        .batch_bytes(*rng.pick(&[256, 4096, 65_536]).unwrap())
+        .compress_threshold(*rng.pick(&[64, 512, 1 << 20]).unwrap())
+        .checkpoint_bytes(*rng.pick(&[4096, 1 << 40]).unwrap()) // Random workloads do not follow dsh's turn/step invariants (surface rules apply).
+        .invariants(InvariantMode::Off)
+        .with_fs(sim.clone());
     if family.multiframe {
         // Frames of 4-64 KiB: an import or batch of a few dozen events of up to a few KiB
         // spans many frames, and (segments of 4-64 KiB) several segments.
@@ -714,10 +711,10 @@ impl Scenario {
     }
 
     fn open(&mut self) -> Result<Store, OpenError> {
-        let config = Config {
-            check_index: self.config.check_index || self.index_damaged,
-            ..self.config.clone()
-        };
+        let config = self
+            .config
+            .clone()
+            .check_index(self.config.check_index || self.index_damaged);
         let store = Store::open(self.dir.path(), config)?;
         self.index_damaged = false;
         self.errors_at_open = self.sim.stats().injected_errors;
@@ -1441,10 +1438,7 @@ impl Scenario {
         exact: bool,
         reference: Option<&[Listed]>,
     ) -> Res<Option<(u64, u64)>> {
-        let config = Config {
-            read_only: true,
-            ..self.config.clone()
-        };
+        let config = self.config.clone().read_only(true);
         let store = match Store::open(self.dir.path(), config) {
             Ok(s) => s,
             Err(e) => {
@@ -2616,12 +2610,10 @@ fn fsync_eio_with_cached_pages_then_power_loss() {
 fn corruption_found_by_the_post_recovery_replay_names_its_frame() {
     let dir = scratch_dir();
     let sim = SimFs::new(5, SimOptions::default());
-    let config = Config {
-        durability: Durability::Sync,
-        invariants: InvariantMode::Off,
-        fs: sim.clone(),
-        ..Config::default()
-    };
+    let config = Config::default()
+        .durability(Durability::Sync)
+        .invariants(InvariantMode::Off)
+        .with_fs(sim.clone());
     let store = Store::open(dir.path(), config.clone()).unwrap();
     store.create_session(SessionHeader::new("a", 1)).unwrap();
     for seq in 0..6 {
@@ -2669,12 +2661,10 @@ fn the_segments_directory_survives_a_power_loss() {
         );
         // The store directory exists before the store is opened; `segments/` does not.
         sim.create_durable_dir_all(dir.path());
-        let config = Config {
-            durability: Durability::Sync,
-            invariants: InvariantMode::Off,
-            fs: sim.clone(),
-            ..Config::default()
-        };
+        let config = Config::default()
+            .durability(Durability::Sync)
+            .invariants(InvariantMode::Off)
+            .with_fs(sim.clone());
         let store = Store::open(dir.path(), config.clone()).unwrap();
         store.create_session(SessionHeader::new("a", 1)).unwrap();
         store
@@ -2700,14 +2690,12 @@ fn the_segments_directory_survives_a_power_loss() {
 fn close_reports_a_failed_background_sync() {
     let dir = scratch_dir();
     let sim = SimFs::new(9, SimOptions::default());
-    let config = Config {
-        durability: Durability::Group {
+    let config = Config::default()
+        .durability(Durability::Group {
             max_delay: Duration::from_millis(1),
-        },
-        invariants: InvariantMode::Off,
-        fs: sim.clone(),
-        ..Config::default()
-    };
+        })
+        .invariants(InvariantMode::Off)
+        .with_fs(sim.clone());
     let store = Store::open(dir.path(), config).unwrap();
     store.create_session(SessionHeader::new("a", 1)).unwrap();
     store.flush().unwrap();
@@ -2746,12 +2734,10 @@ fn close_reports_a_failed_background_sync() {
 fn a_purged_session_number_is_not_reused_after_reopen() {
     let dir = scratch_dir();
     let sim = SimFs::new(11, SimOptions::default());
-    let config = Config {
-        durability: Durability::Sync,
-        invariants: InvariantMode::Off,
-        fs: sim.clone(),
-        ..Config::default()
-    };
+    let config = Config::default()
+        .durability(Durability::Sync)
+        .invariants(InvariantMode::Off)
+        .with_fs(sim.clone());
     let store = Store::open(dir.path(), config.clone()).unwrap();
     store.create_session(SessionHeader::new("a", 1)).unwrap();
     store.create_session(SessionHeader::new("b", 1)).unwrap();
@@ -2796,12 +2782,10 @@ fn a_purged_session_number_is_not_reused_after_reopen() {
 fn reusing_a_pinned_deleted_id_keeps_the_forks_prefix() {
     let dir = scratch_dir();
     let sim = SimFs::new(12, SimOptions::default());
-    let config = Config {
-        durability: Durability::Sync,
-        invariants: InvariantMode::Off,
-        fs: sim.clone(),
-        ..Config::default()
-    };
+    let config = Config::default()
+        .durability(Durability::Sync)
+        .invariants(InvariantMode::Off)
+        .with_fs(sim.clone());
     let store = Store::open(dir.path(), config.clone()).unwrap();
     store.create_session(SessionHeader::new("a", 1)).unwrap();
     for seq in 0..3 {
@@ -2876,13 +2860,11 @@ fn flush_after_a_process_restart_makes_what_the_store_serves_durable() {
                 ..SimOptions::default()
             },
         );
-        let config = Config {
-            durability: Durability::Buffered,
-            batch_bytes: 256,
-            invariants: InvariantMode::Off,
-            fs: sim.clone(),
-            ..Config::default()
-        };
+        let config = Config::default()
+            .durability(Durability::Buffered)
+            .batch_bytes(256)
+            .invariants(InvariantMode::Off)
+            .with_fs(sim.clone());
         let store = Store::open(dir.path(), config.clone()).unwrap();
         store.create_session(SessionHeader::new("a", 1)).unwrap();
         store.flush().unwrap();

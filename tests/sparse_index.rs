@@ -9,7 +9,7 @@ use common::{config, read_all, synthetic_event};
 use sessionlog::error::{IndexError, OpenError, ReadError};
 use sessionlog::event::{Event, SessionHeader};
 use sessionlog::index::{EVENTS, INDEX_FORMAT_VERSION, Index, META, Run, event_key, run_value};
-use sessionlog::store::{Config, Durability, Store};
+use sessionlog::store::{Durability, Store};
 
 /// The `events` entries of the index at `dir`: (session number, run).
 fn runs(dir: &Path) -> Vec<(u64, Run)> {
@@ -99,14 +99,7 @@ fn every_seq_of_interleaved_runs_reads_back_and_the_index_is_sparse() {
     assert!(store.verify().unwrap().is_clean());
     // A read-only open (no committer) reads the same.
     drop(store);
-    let ro = Store::open(
-        dir.path(),
-        Config {
-            read_only: true,
-            ..config(Durability::Buffered)
-        },
-    )
-    .unwrap();
+    let ro = Store::open(dir.path(), config(Durability::Buffered).read_only(true)).unwrap();
     for (id, events) in &written {
         assert_eq!(&read_all(&ro, id), events);
     }
@@ -317,10 +310,7 @@ fn an_index_of_format_version_1_is_rebuilt_by_a_writable_open() {
     };
     let current = runs(dir.path());
     set_index_version(dir.path(), 1);
-    let read_only = Config {
-        read_only: true,
-        ..config(Durability::Buffered)
-    };
+    let read_only = config(Durability::Buffered).read_only(true);
     // A read-only open answers from an index rebuilt in memory and says recovery is pending.
     {
         let ro = Store::open(dir.path(), read_only.clone()).unwrap();
@@ -367,10 +357,7 @@ fn an_index_of_a_newer_format_version_is_refused() {
     for read_only in [false, true] {
         let err = Store::open(
             dir.path(),
-            Config {
-                read_only,
-                ..config(Durability::Buffered)
-            },
+            config(Durability::Buffered).read_only(read_only),
         )
         .unwrap_err();
         assert!(

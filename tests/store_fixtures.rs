@@ -110,10 +110,7 @@ fn dsh_logs_import_and_derive_what_dsh_derives() {
 
 fn run_group(dir: &Path, cases: &[Case]) {
     let store_dir = tempfile::tempdir().unwrap();
-    let config = Config {
-        durability: Durability::Buffered,
-        ..Config::default()
-    };
+    let config = Config::default().durability(Durability::Buffered);
     {
         let store = Store::open(store_dir.path(), config.clone()).unwrap();
         for case in cases {
@@ -137,10 +134,7 @@ fn run_group(dir: &Path, cases: &[Case]) {
         }
     }
     {
-        let read_only = Config {
-            read_only: true,
-            ..config.clone()
-        };
+        let read_only = config.clone().read_only(true);
         let store = Store::open(store_dir.path(), read_only).unwrap();
         for case in cases {
             check(&store, case, "read-only");

@@ -29,10 +29,11 @@ fn line(e: &Event) -> String {
 /// Appends and returns the seq the event got, failing the test with the engine's reason.
 fn put(s: &sessionlog::store::Session<'_>, e: impl TypedEvent, time: i64) -> Seq {
     let kind = e.kind().to_owned();
-    match s.append_typed_at(e, time) {
-        Ok((event, receipt)) => {
-            assert_eq!(event.seq, receipt.seq);
-            event.seq
+    match s.append(e.at(time)) {
+        Ok(receipt) => {
+            let event = s.get(receipt.seq).expect("read").expect("stored");
+            assert_eq!((event.kind.as_str(), event.time), (kind.as_str(), time));
+            receipt.seq
         }
         Err(err) => panic!("engine refused typed {kind}: {err}"),
     }
@@ -41,10 +42,7 @@ fn put(s: &sessionlog::store::Session<'_>, e: impl TypedEvent, time: i64) -> Seq
 #[test]
 fn a_whole_session_through_the_typed_api_passes_full_validation() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = Config {
-        invariants: InvariantMode::Always,
-        ..Config::default()
-    };
+    let config = Config::default().invariants(InvariantMode::Always);
     let store = Store::open(dir.path(), config.clone()).expect("open");
     let s = store
         .create(SessionHeader::new("typed", 1_767_225_600_000))
@@ -303,7 +301,7 @@ fn a_whole_session_through_the_typed_api_passes_full_validation() {
         .import_session(SessionHeader::new("typed-copy", 1), events, None)
         .expect("the typed log passes dsh's load validation");
     // And the invariants keep running after a reopen: the next turn must be numbered 4.
-    match s.append_typed(TurnStart::new(3)) {
+    match s.append(TurnStart::new(3)) {
         Ok(_) => panic!("a repeated turn number was accepted"),
         Err(e) => assert!(e.to_string().contains("expected turn 4, got 3"), "{e}"),
     }
@@ -643,8 +641,8 @@ fn engine_rules_that_depend_on_the_log_still_apply() {
     put(&s, TurnStart::new(1), 1);
     put(&s, StepStart::new(1, 1), 2);
     // A result with no prior tool/call in the step is refused by the invariants.
-    let refusal = |e: &dyn TypedEvent| match s.append_typed(e) {
-        Ok((event, _)) => panic!("{} at seq {} was accepted", event.kind, event.seq),
+    let refusal = |e: &dyn TypedEvent| match s.append(e) {
+        Ok(receipt) => panic!("{} at seq {} was accepted", e.kind(), receipt.seq),
         Err(err) => err.to_string(),
     };
     let orphan = ToolResult::text(1, 1, cid("nope"), "x");
@@ -722,7 +720,7 @@ fn a_tool_result_is_pruned_by_a_content_only_rewrite() {
 
     // A rewrite that changes more than content (here: the error flag) is refused.
     let changed = result.clone().failed().pruned(rewrite, vec![]);
-    match s.append_typed(&changed) {
+    match s.append(&changed) {
         Ok(_) => panic!("a rewrite changing isError was accepted"),
         Err(e) => assert!(e.to_string().contains("may change only content"), "{e}"),
     }
@@ -735,16 +733,15 @@ fn a_batch_of_typed_events_is_all_or_nothing() {
     let s = store
         .create(SessionHeader::new("batch", 1))
         .expect("create");
-    let receipt = s
-        .append_typed_batch(&[
-            &TurnStart::new(1),
-            &StepStart::new(1, 1),
-            &UserMessage::text("hi").with_id(mid("u1")),
-            &AssistantChunk::text_delta(1, 1, 0, "h"),
-            &AssistantChunk::text_delta(1, 1, 0, "e"),
-            &AssistantChunk::text_delta(1, 1, 0, "y"),
-        ])
-        .expect("valid batch");
+    let batch: [&dyn TypedEvent; 6] = [
+        &TurnStart::new(1),
+        &StepStart::new(1, 1),
+        &UserMessage::text("hi").with_id(mid("u1")),
+        &AssistantChunk::text_delta(1, 1, 0, "h"),
+        &AssistantChunk::text_delta(1, 1, 0, "e"),
+        &AssistantChunk::text_delta(1, 1, 0, "y"),
+    ];
+    let receipt = s.append_batch(batch).expect("valid batch");
     assert_eq!(receipt.seq, 5);
     assert_eq!(s.len(), 6);
     let chunk = s.get(4).expect("read").expect("present");
@@ -755,19 +752,19 @@ fn a_batch_of_typed_events_is_all_or_nothing() {
     );
     // The last event breaks the invariants (step 2 of a turn with step 1 open): nothing of
     // the batch is written.
-    let refused = s.append_typed_batch(&[
+    let refused: [&dyn TypedEvent; 3] = [
         &AssistantMessage::new(1, 1, model())
             .text("hey")
             .from_chunks(vec![3, 4, 5]),
         &StepEnd::new(1, 1),
         &StepEnd::new(1, 2),
-    ]);
-    match refused {
+    ];
+    match s.append_batch(refused) {
         Ok(r) => panic!("an invalid batch was accepted up to seq {}", r.seq),
         Err(e) => assert!(e.to_string().contains("step/end"), "{e}"),
     }
     assert_eq!(s.len(), 6);
     assert_eq!(s.messages().expect("messages").len(), 1);
-    assert!(s.append_typed_batch(&[]).is_ok());
+    assert!(s.append_batch(Vec::<Raw>::new()).is_ok());
     assert_eq!(s.len(), 6, "an empty batch writes no event");
 }

@@ -1,7 +1,7 @@
-//! cargo fuzz target `append_api`: the body is `sessionlog::fuzzing::append_api`, which
+//! cargo fuzz target `append_api`: the body is `sessionlog_fuzz_bodies::append_api`, which
 //! `tests/fuzz_corpus.rs` also replays over `fuzz/corpus/append_api/` in plain `cargo test`.
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    sessionlog::fuzzing::append_api(data);
+    sessionlog_fuzz_bodies::append_api(data);
 });

@@ -1,7 +1,7 @@
-//! cargo fuzz target `import_jsonl`: the body is `sessionlog::fuzzing::import_jsonl`, which
+//! cargo fuzz target `import_jsonl`: the body is `sessionlog_fuzz_bodies::import_jsonl`, which
 //! `tests/fuzz_corpus.rs` also replays over `fuzz/corpus/import_jsonl/` in plain `cargo test`.
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    sessionlog::fuzzing::import_jsonl(data);
+    sessionlog_fuzz_bodies::import_jsonl(data);
 });

@@ -14,7 +14,7 @@ pub fn is_absolute_path(path: &str) -> bool {
 /// Validates `header` for the session `session_id` as dsh's session constructor does.
 ///
 /// ```
-/// use sessionlog::event::SessionHeader;
+/// use sessionlog::SessionHeader;
 /// use sessionlog::session::header::validate_header;
 /// let mut h = SessionHeader::new("s1", 0);
 /// assert!(validate_header("s1", &h).is_ok());
@@ -67,7 +67,7 @@ pub fn validate_header(session_id: &str, header: &SessionHeader) -> Result<(), H
 /// one its own import and dsh's loader accept.
 ///
 /// ```
-/// use sessionlog::event::SessionHeader;
+/// use sessionlog::SessionHeader;
 /// use sessionlog::session::header::validate_header_for_write;
 /// let mut h = SessionHeader::new("s1", 0);
 /// h.seed_length = Some(1 << 60);

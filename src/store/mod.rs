@@ -1,14 +1,15 @@
 //! The store: a directory holding the log (`segments/`) and its index (`index.redb`).
 //!
-//! ```no_run
-//! use sessionlog::event::{Event, SessionHeader};
-//! use sessionlog::store::{Config, Store};
+//! ```
+//! use sessionlog::{Config, Event, SessionHeader, Store};
 //!
 //! let dir = tempfile::tempdir()?;
 //! let store = Store::open(dir.path(), Config::default())?;
-//! store.create_session(SessionHeader::new("s1", 1_767_225_600_000))?;
-//! let receipt = store.append("s1", Event::new("turn/start", 0, 1_767_225_600_000, r#"{"turn":1}"#))?;
+//! let s = store.create(SessionHeader::new("s1", 1_767_225_600_000))?;
+//! // An `Event` appends verbatim: its seq must be the session's next.
+//! let receipt = s.append(Event::new("turn/start", 0, 1_767_225_600_000, r#"{"turn":1}"#))?;
 //! assert!(receipt.durable);
+//! drop(s);
 //! drop(store);
 //!
 //! let store = Store::open(dir.path(), Config::default())?;
@@ -18,6 +19,8 @@
 //! ```
 
 mod commit;
+#[cfg(feature = "internals")]
+mod internals;
 mod lock;
 mod open;
 pub mod recovery;
@@ -77,8 +80,15 @@ pub enum Durability {
     Sync,
 }
 
-/// Store configuration.
+/// Store configuration: start from [`Config::default`] and set the fields you need.
+///
+/// ```
+/// use sessionlog::{Config, Durability};
+/// let config = Config::default().durability(Durability::Buffered).segment_bytes(8 << 20);
+/// assert_eq!(config.segment_bytes, 8 << 20);
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Config {
     /// When appends are durable. Default [`Durability::Sync`].
     pub durability: Durability,
@@ -113,16 +123,109 @@ pub struct Config {
     pub repair_on_resume: bool,
     /// The projections folded on every append and checkpointed in the index
     /// (default: `sessionStats`, `title`, `listing`).
-    pub projections: ProjectionSet,
+    pub(crate) projections: ProjectionSet,
     /// When projection states are checkpointed (besides close): every `turn/end` and every
     /// N events.
-    pub projection_checkpoints: CheckpointPolicy,
+    pub(crate) projection_checkpoints: CheckpointPolicy,
     /// The file system (the seam for fault injection).
-    pub fs: Arc<dyn FileSystem>,
+    pub(crate) fs: Arc<dyn FileSystem>,
     /// A read-write open also runs redb's integrity check over `index.redb` and checks every
     /// index entry's CRC (what `sessionlog recover` does), rebuilding a damaged index from the
     /// log. Reads the whole index. Default false (damage is still detected when read).
     pub check_index: bool,
+}
+
+impl Config {
+    /// Sets [`Config::durability`].
+    pub fn durability(mut self, durability: Durability) -> Config {
+        self.durability = durability;
+        self
+    }
+
+    /// Sets [`Config::recovery`].
+    pub fn recovery(mut self, recovery: RecoveryMode) -> Config {
+        self.recovery = recovery;
+        self
+    }
+
+    /// Sets [`Config::read_only`].
+    pub fn read_only(mut self, read_only: bool) -> Config {
+        self.read_only = read_only;
+        self
+    }
+
+    /// Sets [`Config::segment_bytes`].
+    pub fn segment_bytes(mut self, segment_bytes: u64) -> Config {
+        self.segment_bytes = segment_bytes;
+        self
+    }
+
+    /// Sets [`Config::max_event_bytes`].
+    pub fn max_event_bytes(mut self, max_event_bytes: u64) -> Config {
+        self.max_event_bytes = max_event_bytes;
+        self
+    }
+
+    /// Sets [`Config::max_frame_bytes`].
+    pub fn max_frame_bytes(mut self, max_frame_bytes: u32) -> Config {
+        self.max_frame_bytes = max_frame_bytes;
+        self
+    }
+
+    /// Sets [`Config::batch_bytes`].
+    pub fn batch_bytes(mut self, batch_bytes: usize) -> Config {
+        self.batch_bytes = batch_bytes;
+        self
+    }
+
+    /// Sets [`Config::compress_threshold`].
+    pub fn compress_threshold(mut self, compress_threshold: usize) -> Config {
+        self.compress_threshold = compress_threshold;
+        self
+    }
+
+    /// Sets [`Config::zstd_level`].
+    pub fn zstd_level(mut self, zstd_level: i32) -> Config {
+        self.zstd_level = zstd_level;
+        self
+    }
+
+    /// Sets [`Config::checkpoint_bytes`].
+    pub fn checkpoint_bytes(mut self, checkpoint_bytes: u64) -> Config {
+        self.checkpoint_bytes = checkpoint_bytes;
+        self
+    }
+
+    /// Sets [`Config::json_limits`].
+    pub fn json_limits(mut self, json_limits: JsonLimits) -> Config {
+        self.json_limits = json_limits;
+        self
+    }
+
+    /// Sets [`Config::invariants`].
+    pub fn invariants(mut self, invariants: InvariantMode) -> Config {
+        self.invariants = invariants;
+        self
+    }
+
+    /// Sets [`Config::repair_on_resume`].
+    pub fn repair_on_resume(mut self, repair_on_resume: bool) -> Config {
+        self.repair_on_resume = repair_on_resume;
+        self
+    }
+
+    /// Sets [`Config::check_index`].
+    pub fn check_index(mut self, check_index: bool) -> Config {
+        self.check_index = check_index;
+        self
+    }
+
+    /// The same configuration on another file system (the simulator's, for fault injection).
+    #[cfg(feature = "internals")]
+    pub fn with_fs(mut self, fs: Arc<dyn FileSystem>) -> Config {
+        self.fs = fs;
+        self
+    }
 }
 
 impl Default for Config {
@@ -487,10 +590,6 @@ impl Store {
         &self.config
     }
 
-    /// Frames read from segment files since the store was opened (resume-cost tests).
-    pub fn frames_read(&self) -> u64 {
-        self.segments.frames_read()
-    }
 
     pub(crate) fn committer(&self) -> Result<&Arc<Committer>, AppendError> {
         self.committer.as_ref().ok_or(AppendError::ReadOnly)
@@ -513,13 +612,8 @@ impl Store {
         self.registry().by_id(id).map(|r| r.number)
     }
 
-    /// Creates a session. Its id must be new and non-empty.
-    pub fn create_session(&self, header: SessionHeader) -> Result<Receipt, AppendError> {
-        self.create_session_with(header, SessionOptions::default())
-    }
-
-    /// Creates a session with per-session options.
-    pub fn create_session_with(
+    /// Creates a session with per-session options. Its id must be new and non-empty.
+    pub(crate) fn stage_create(
         &self,
         header: SessionHeader,
         options: SessionOptions,
@@ -559,7 +653,7 @@ impl Store {
     /// the turn/step invariants), then writes it as one operation: after a crash at any byte
     /// the session is either absent or complete. Nothing is written when validation fails.
     /// The session's later appends enforce `invariants` (default: the store's setting).
-    pub fn import_session(
+    pub(crate) fn import_stored(
         &self,
         header: SessionHeader,
         events: Vec<Event>,
@@ -665,18 +759,12 @@ impl Store {
         Ok(self.finish(lsn, last)?)
     }
 
-    /// Appends one event to a session. `event.seq` must be the session's next seq. The
-    /// event passes every session rule (envelope, lossless JSON, surface, invariants).
-    pub fn append(&self, session: &str, event: Event) -> Result<Receipt, AppendError> {
-        self.append_batch(session, vec![event])
-    }
-
     /// Appends events to a session atomically: all are validated first, then staged together
     /// as one operation (one frame, or continued frames when larger than a frame; recovery
     /// keeps an operation whole or drops it); on any error nothing is written and nothing
     /// changes. A record larger than `Config::max_frame_bytes` is refused
     /// ([`AppendError::RecordTooLarge`]).
-    pub fn append_batch(&self, session: &str, events: Vec<Event>) -> Result<Receipt, AppendError> {
+    pub(crate) fn append_to(&self, session: &str, events: Vec<Event>) -> Result<Receipt, AppendError> {
         let number = self
             .number_of(session)
             .ok_or_else(|| AppendError::NoSuchSession(session.to_owned()))?;
@@ -1550,10 +1638,6 @@ impl Store {
         c.commit(c.staged_lsn(), Goal::Durable, true)
     }
 
-    /// Reads the raw payload of the frame at `position` (for tools).
-    pub fn read_frame(&self, position: LogPosition, frame_len: u32) -> Result<Vec<u8>, ReadError> {
-        self.segments.read_frame(position, frame_len, &self.limits)
-    }
 }
 
 impl Drop for Store {

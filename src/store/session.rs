@@ -2,8 +2,8 @@
 //! intent, read, derive messages, fork (zero-copy) and delete.
 //!
 //! ```
-//! use sessionlog::event::{SessionHeader, Seq};
-//! use sessionlog::store::{Config, Intent, Store};
+//! use sessionlog::typed::Raw;
+//! use sessionlog::{Config, Intent, Seq, SessionHeader, Store};
 //!
 //! let dir = tempfile::tempdir()?;
 //! let store = Store::open(dir.path(), Config::default())?;
@@ -11,12 +11,12 @@
 //! let user = |id: &str, text: &str| {
 //!     format!(r#"{{"id":"{id}","role":"user","content":[{{"type":"text","text":"{text}"}}],"source":{{"kind":"user"}}}}"#)
 //! };
-//! s.append("turn/start", r#"{"turn":1}"#, Intent::none())?;
-//! s.append("user/message", &user("u1", "hello"), Intent::append())?;
-//! s.append("user/message", &user("u2", "more"), Intent::append())?;
-//! s.append("turn/end", r#"{"turn":1,"reason":{"kind":"completed"}}"#, Intent::none())?;
+//! s.append(Raw::new("turn/start", r#"{"turn":1}"#, Intent::none()))?;
+//! s.append(Raw::new("user/message", user("u1", "hello"), Intent::append()))?;
+//! s.append(Raw::new("user/message", user("u2", "more"), Intent::append()))?;
+//! s.append(Raw::new("turn/end", r#"{"turn":1,"reason":{"kind":"completed"}}"#, Intent::none()))?;
 //! // Compaction: a summary replaces surface nodes 1..2 (it must cite every node it shadows).
-//! s.append("user/message", &user("sum", "summary"), Intent::replace(1, 2).sources(vec![1, 2]))?;
+//! s.append(Raw::new("user/message", user("sum", "summary"), Intent::replace(1, 2).sources(vec![1, 2])))?;
 //! drop(s);
 //! drop(store);
 //!
@@ -39,9 +39,10 @@ use crate::log::record::Record;
 use crate::session::SessionState;
 use crate::session::derive::DerivedMessage;
 use crate::session::fork::{ForkError, plan_fork};
+use crate::typed::TypedEvent;
 
 use super::commit::Stage;
-use super::{FrameCache, Receipt, Store, StoreLookup, encode, lock, set_surface, state_bytes};
+use super::{FrameCache, Receipt, SessionOptions, Store, StoreLookup, encode, lock, set_surface, state_bytes};
 
 /// How an appended event joins the surface (dsh's surface metadata).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -111,7 +112,7 @@ impl Store {
     /// Creates a session and returns its handle.
     pub fn create(&self, header: SessionHeader) -> Result<Session<'_>, AppendError> {
         let id = header.id.clone();
-        self.create_session(header)?;
+        self.stage_create(header, SessionOptions::default())?;
         self.session(&id)
             .map_err(|_| AppendError::NoSuchSession(id))
     }
@@ -344,44 +345,47 @@ impl<'s> Session<'s> {
         self.store
     }
 
-    /// Appends an event of type `kind` with `data` (JSON text) and surface `intent`, stamped
-    /// with the wall clock. Returns the stored event and the receipt.
-    pub fn append(
-        &self,
-        kind: &str,
-        data: &str,
-        intent: Intent,
-    ) -> Result<(Event, Receipt), AppendError> {
-        self.append_at(kind, data, intent, now_ms())
+    /// Appends one event at the session's next seq, stamped with the wall clock: a typed
+    /// event of [`crate::typed`], a [`Raw`](crate::typed::Raw) event (any type, `data` as JSON
+    /// text), or an [`Event`] stored verbatim (its seq must be the session's next). The event
+    /// passes every session rule (envelope, lossless JSON, surface, invariants); on any error
+    /// nothing is written. Returns the receipt (with the event's seq).
+    pub fn append(&self, event: impl TypedEvent) -> Result<Receipt, AppendError> {
+        self.append_events([event], false)
     }
 
-    /// Like [`Session::append`] with an explicit `time` (ms).
-    pub fn append_at(
+    /// Appends events as one atomic batch at the session's next seqs, all stamped with the
+    /// wall clock: all are written or none (one operation; recovery keeps it whole or drops
+    /// it), and the first starts a dsh flush batch. Returns the receipt of the last event.
+    /// Mix event types with `&dyn TypedEvent` items.
+    pub fn append_batch<E: TypedEvent>(
         &self,
-        kind: &str,
-        data: &str,
-        intent: Intent,
-        time: i64,
-    ) -> Result<(Event, Receipt), AppendError> {
+        events: impl IntoIterator<Item = E>,
+    ) -> Result<Receipt, AppendError> {
+        self.append_events(events, true)
+    }
+
+    /// Builds `events` at the next seqs and appends them as one operation; `batch` marks the
+    /// first as the start of a dsh flush batch.
+    fn append_events<E: TypedEvent>(
+        &self,
+        events: impl IntoIterator<Item = E>,
+        batch: bool,
+    ) -> Result<Receipt, AppendError> {
+        let time = now_ms();
         let core = self.store.core(self.number);
         let mut core = lock(&core);
         self.store.ensure_state(self.number, &mut core)?;
-        let seq = core.state.as_ref().map_or(0, SessionState::next_seq);
-        let mut event = Event::new(kind, seq, time, data);
-        event.surface_op = intent.surface_op;
-        event.source_event_seqs = intent.source_event_seqs;
-        let receipt =
-            self.store
-                .append_locked(&self.id, self.number, &mut core, vec![event.clone()])?;
-        Ok((event, receipt))
-    }
-
-    /// Appends a batch of events atomically (one frame); the first starts an append batch.
-    pub fn append_events(&self, mut events: Vec<Event>) -> Result<Receipt, AppendError> {
-        if let Some(first) = events.first_mut() {
+        let first = core.state.as_ref().map_or(0, SessionState::next_seq);
+        let mut events: Vec<Event> = (first..)
+            .zip(events)
+            .map(|(seq, e)| e.to_event(seq, time))
+            .collect();
+        if let (true, Some(first)) = (batch, events.first_mut()) {
             first.layout.batch_start = true;
         }
-        self.store.append_batch(&self.id, events)
+        self.store
+            .append_locked(&self.id, self.number, &mut core, events)
     }
 
     /// Number of events (inherited ones included).

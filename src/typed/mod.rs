@@ -10,31 +10,29 @@
 //! depend on the log (turn and step numbering, which surface nodes exist) are checked by the
 //! engine when the event is appended, as for any event.
 //!
-//! The raw path ([`Session::append`] with JSON text) stays for every other event type.
+//! The raw path ([`Raw`], with `data` as JSON text) stays for every other event type.
 //!
 //! ```
-//! use sessionlog::event::SessionHeader;
-//! use sessionlog::store::{Config, Store};
+//! use sessionlog::{Config, SessionHeader, Store};
 //! use sessionlog::typed::*;
 //!
 //! let dir = tempfile::tempdir()?;
 //! let store = Store::open(dir.path(), Config::default())?;
 //! let s = store.create(SessionHeader::new("s1", 1_767_225_600_000))?;
 //! let model = ModelSource::new("deepseek", "deepseek-chat")?;
-//! s.append_typed(TurnStart::new(1))?;
-//! s.append_typed(StepStart::new(1, 1))?;
-//! s.append_typed(UserMessage::text("hi").with_id(MessageId::new("u1")?))?;
-//! s.append_typed(AssistantMessage::new(1, 1, model).text("hello").with_id(MessageId::new("a1")?))?;
-//! s.append_typed(StepEnd::new(1, 1))?;
-//! s.append_typed(TurnEnd::completed(1))?;
+//! s.append(TurnStart::new(1))?;
+//! s.append(StepStart::new(1, 1))?;
+//! s.append(UserMessage::text("hi").with_id(MessageId::new("u1")?))?;
+//! s.append(AssistantMessage::new(1, 1, model).text("hello").with_id(MessageId::new("a1")?))?;
+//! s.append(StepEnd::new(1, 1))?;
+//! s.append(TurnEnd::completed(1))?;
 //! assert_eq!(s.messages()?.len(), 2);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::error::AppendError;
 use crate::event::{Event, Seq};
 use crate::json::JsonError;
-use crate::store::{Intent, Receipt, Session, now_ms};
+use crate::store::Intent;
 
 mod messages;
 mod stream;
@@ -107,7 +105,7 @@ pub enum TypedEventError {
 /// A typed event: its `type`, its `data` as JSON text, and how it joins the surface.
 ///
 /// Implemented by every builder of this module; implement it for your own plugin event types
-/// to append them with [`AppendTyped::append_typed`].
+/// to append them with [`Session::append`](crate::Session::append).
 pub trait TypedEvent {
     /// The event type (`type`), e.g. `"user/message"`.
     fn kind(&self) -> &str;
@@ -116,14 +114,22 @@ pub trait TypedEvent {
     /// The surface metadata (`surfaceOp`, `sourceEventSeqs`).
     fn intent(&self) -> Intent;
 
-    /// The event at `seq` and `time` (ms), for [`crate::store::Store::append_batch`] or
-    /// [`Session::append_events`].
+    /// The event at `seq` and `time` (ms), as [`Session::append`](crate::Session::append)
+    /// stores it.
     fn to_event(&self, seq: Seq, time: i64) -> Event {
         let intent = self.intent();
         let mut event = Event::new(self.kind(), seq, time, self.data_json());
         event.surface_op = intent.surface_op;
         event.source_event_seqs = intent.source_event_seqs;
         event
+    }
+
+    /// This event stamped with `time` (ms since the Unix epoch) instead of the wall clock.
+    fn at(self, time: i64) -> At<Self>
+    where
+        Self: Sized,
+    {
+        At { event: self, time }
     }
 }
 
@@ -139,45 +145,103 @@ impl<T: TypedEvent + ?Sized> TypedEvent for &T {
     }
 }
 
-/// Appending typed events to a [`Session`] handle.
-pub trait AppendTyped {
-    /// Appends `event` stamped with the wall clock; the engine validates it like any append
-    /// (envelope, shape, surface and, per configuration, turn/step invariants).
-    fn append_typed(&self, event: impl TypedEvent) -> Result<(Event, Receipt), AppendError>;
-    /// Like [`AppendTyped::append_typed`] with an explicit `time` (ms).
-    fn append_typed_at(
-        &self,
-        event: impl TypedEvent,
-        time: i64,
-    ) -> Result<(Event, Receipt), AppendError>;
-    /// Appends `events` as one atomic batch at the session's next seqs, all stamped with the
-    /// wall clock: all are written or none (one frame; a run of chunks in it may be stored
-    /// packed, as dsh packs a flush). Returns the receipt of the last event. If another
-    /// writer appended in between, the batch is refused ([`AppendError::WrongSeq`]) and
-    /// nothing is written: build it again.
-    fn append_typed_batch(&self, events: &[&dyn TypedEvent]) -> Result<Receipt, AppendError>;
+/// A typed event with an explicit time (see [`TypedEvent::at`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct At<E> {
+    event: E,
+    time: i64,
 }
 
-impl AppendTyped for Session<'_> {
-    fn append_typed(&self, event: impl TypedEvent) -> Result<(Event, Receipt), AppendError> {
-        self.append_typed_at(event, now_ms())
+impl<E: TypedEvent> TypedEvent for At<E> {
+    fn kind(&self) -> &str {
+        self.event.kind()
+    }
+    fn data_json(&self) -> String {
+        self.event.data_json()
+    }
+    fn intent(&self) -> Intent {
+        self.event.intent()
+    }
+    fn to_event(&self, seq: Seq, _time: i64) -> Event {
+        self.event.to_event(seq, self.time)
+    }
+}
+
+/// An event of any type, with `data` given as JSON text: the raw path for event types this
+/// module has no builder for (plugins, dsh's newer kinds). The engine validates it like any
+/// append (lossless JSON, envelope, surface, invariants).
+///
+/// ```
+/// use sessionlog::typed::Raw;
+/// use sessionlog::{Config, Intent, SessionHeader, Store};
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = Store::open(dir.path(), Config::default())?;
+/// let s = store.create(SessionHeader::new("s1", 1_767_225_600_000))?;
+/// let receipt = s.append(Raw::new("plugin/note", r#"{"text":"hi"}"#, Intent::none()))?;
+/// assert_eq!(receipt.seq, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Raw {
+    kind: String,
+    data: String,
+    intent: Intent,
+    time: Option<i64>,
+}
+
+impl Raw {
+    /// An event of type `kind` with `data` (JSON text) joining the surface per `intent`.
+    pub fn new(kind: impl Into<String>, data: impl Into<String>, intent: Intent) -> Raw {
+        Raw {
+            kind: kind.into(),
+            data: data.into(),
+            intent,
+            time: None,
+        }
     }
 
-    fn append_typed_at(
-        &self,
-        event: impl TypedEvent,
-        time: i64,
-    ) -> Result<(Event, Receipt), AppendError> {
-        self.append_at(event.kind(), &event.data_json(), event.intent(), time)
+    /// Stamps the event with `time` (ms since the Unix epoch) instead of the wall clock.
+    pub fn at(mut self, time: i64) -> Raw {
+        self.time = Some(time);
+        self
     }
+}
 
-    fn append_typed_batch(&self, events: &[&dyn TypedEvent]) -> Result<Receipt, AppendError> {
-        let first = self.len();
-        let time = now_ms();
-        let events = (first..)
-            .zip(events)
-            .map(|(seq, e)| e.to_event(seq, time))
-            .collect();
-        self.append_events(events)
+impl TypedEvent for Raw {
+    fn kind(&self) -> &str {
+        &self.kind
+    }
+    fn data_json(&self) -> String {
+        self.data.clone()
+    }
+    fn intent(&self) -> Intent {
+        self.intent.clone()
+    }
+    fn to_event(&self, seq: Seq, time: i64) -> Event {
+        let mut event = Event::new(&self.kind, seq, self.time.unwrap_or(time), &self.data);
+        event.surface_op = self.intent.surface_op;
+        event.source_event_seqs = self.intent.source_event_seqs.clone();
+        event
+    }
+}
+
+/// An [`Event`] appends verbatim: its own seq (which must be the session's next), time,
+/// surface metadata and layout, as dsh's backends store what the coordinator built.
+impl TypedEvent for Event {
+    fn kind(&self) -> &str {
+        &self.kind
+    }
+    fn data_json(&self) -> String {
+        self.data.clone()
+    }
+    fn intent(&self) -> Intent {
+        Intent {
+            surface_op: self.surface_op,
+            source_event_seqs: self.source_event_seqs.clone(),
+        }
+    }
+    fn to_event(&self, _seq: Seq, _time: i64) -> Event {
+        self.clone()
     }
 }

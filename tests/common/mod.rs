@@ -20,15 +20,13 @@ pub fn fixtures_dir(what: &str) -> Option<PathBuf> {
 
 /// A config with the given durability and small segments (so tests roll over).
 pub fn config(durability: Durability) -> Config {
-    Config {
-        durability,
-        segment_bytes: 64 * 1024,
-        invariants: InvariantMode::Off,
-        ..Config::default()
-    }
+    Config::default()
+        .durability(durability)
+        .segment_bytes(64 * 1024)
+        .invariants(InvariantMode::Off)
 }
 
-pub use sessionlog::workload::synthetic_event;
+pub use sessionlog_bench::workload::synthetic_event;
 
 /// Creates `sessions` sessions named `s0..` and appends `per_session` synthetic events to each,
 /// interleaved. Returns every event appended, per session.

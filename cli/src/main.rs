@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::store::{Config, Store};
+use sessionlog::store::{Config, Store};
 
 mod demo;
 mod inspect;
@@ -53,7 +53,7 @@ pub enum Command {
         sessions: u64,
     },
     /// Run the comparison benchmarks (sessionlog against SQLite, JSONL, redb and the raw disk).
-    Bench(crate::bench::BenchArgs),
+    Bench(sessionlog_bench::BenchArgs),
     /// Import dsh session files (JSONL, JSONL+zstd, SQLite 15/17/18) or directories of them.
     ///
     /// Formats are detected from the content. dsh's load rules apply: a torn tail is cut and
@@ -114,7 +114,7 @@ pub struct ImportArgs {
 pub struct ExportArgs {
     /// jsonl | jsonl-zstd | sqlite15 | sqlite17 | sqlite18.
     #[arg(long, value_parser = parse_format)]
-    pub format: crate::interop::export::ExportFormat,
+    pub format: sessionlog::interop::export::ExportFormat,
     /// The target: a file for one named session (JSONL) or a database (SQLite); otherwise a
     /// directory that receives dsh's JSONL layout.
     #[arg(long)]
@@ -123,7 +123,7 @@ pub struct ExportArgs {
     pub sessions: Vec<String>,
 }
 
-fn parse_format(s: &str) -> Result<crate::interop::export::ExportFormat, String> {
+fn parse_format(s: &str) -> Result<sessionlog::interop::export::ExportFormat, String> {
     s.parse()
 }
 
@@ -185,7 +185,7 @@ fn run(cli: Cli) -> CliResult {
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(args) => {
-            crate::bench::run(&args)?;
+            sessionlog_bench::run(&args)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Import(args) => transfer::import(&cli.store, &args),
@@ -220,12 +220,12 @@ pub(crate) fn check_is_store(dir: &std::path::Path) -> Result<(), Box<dyn std::e
         .into());
     }
     let has = |name: &str| std::fs::symlink_metadata(dir.join(name)).is_ok();
-    if !has(crate::log::segment::SEGMENTS_DIR) && !has(crate::store::INDEX_FILE) {
+    if !has(sessionlog::log::segment::SEGMENTS_DIR) && !has(sessionlog::store::INDEX_FILE) {
         return Err(format!(
             "{} is not a sessionlog store (it has no {}/ and no {}); pass the store's directory with --store DIR (or set SESSIONLOG_STORE)",
             human_path(dir),
-            crate::log::segment::SEGMENTS_DIR,
-            crate::store::INDEX_FILE
+            sessionlog::log::segment::SEGMENTS_DIR,
+            sessionlog::store::INDEX_FILE
         )
         .into());
     }
@@ -235,16 +235,13 @@ pub(crate) fn check_is_store(dir: &std::path::Path) -> Result<(), Box<dyn std::e
 /// Opens the store for reading (shared with other readers), creating nothing.
 fn open_for_reading(dir: &std::path::Path) -> Result<Store, Box<dyn std::error::Error>> {
     check_is_store(dir)?;
-    let read_only = Config {
-        read_only: true,
-        ..Config::default()
-    };
+    let read_only = Config::default().read_only(true);
     match Store::open(dir, read_only) {
         Ok(store) => {
             note_pending(&store);
             Ok(store)
         }
-        Err(crate::error::OpenError::NeedsRepair { reason, .. }) => Err(format!(
+        Err(sessionlog::error::OpenError::NeedsRepair { reason, .. }) => Err(format!(
             "the index of {} needs rebuilding ({reason}); `sessionlog verify` shows the damage, \
              `sessionlog recover` rebuilds the index (a damaged last frame is then cut as a torn write)",
             human_path(dir)
@@ -274,15 +271,13 @@ fn recover(dir: &std::path::Path, salvage: bool) -> CliResult {
         )
         .into());
     }
-    let config = Config {
-        recovery: if salvage {
-            crate::log::scan::RecoveryMode::SalvageSkippingBadFrames
+    let config = Config::default()
+        .recovery(if salvage {
+            sessionlog::log::scan::RecoveryMode::SalvageSkippingBadFrames
         } else {
-            crate::log::scan::RecoveryMode::TolerateTornTail
-        },
-        check_index: true,
-        ..Config::default()
-    };
+            sessionlog::log::scan::RecoveryMode::TolerateTornTail
+        })
+        .check_index(true);
     let store = Store::open(dir, config)?;
     let r = store.recovery_report().clone();
     store.close()?;
@@ -349,7 +344,7 @@ fn recover(dir: &std::path::Path, salvage: bool) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Appends [`crate::workload::synthetic_event`]s forever (until killed), acknowledging each
+/// Appends [`sessionlog_bench::workload::synthetic_event`]s forever (until killed), acknowledging each
 /// durable append on stdout. Sessions are `w0..w{threads}`; an existing store is continued.
 fn crash_writer(dir: &std::path::Path, threads: u64) -> Result<(), Box<dyn std::error::Error>> {
     use std::io::Write;
@@ -358,10 +353,7 @@ fn crash_writer(dir: &std::path::Path, threads: u64) -> Result<(), Box<dyn std::
     // The synthetic workload does not follow dsh's turn/step invariants; surface rules apply.
     let store = Arc::new(Store::open(
         dir,
-        Config {
-            invariants: crate::session::InvariantMode::Off,
-            ..Config::default()
-        },
+        Config::default().invariants(sessionlog::session::InvariantMode::Off),
     )?);
     let out = Arc::new(std::sync::Mutex::new(std::io::stdout()));
     let handles: Vec<_> = (0..threads)
@@ -372,13 +364,13 @@ fn crash_writer(dir: &std::path::Path, threads: u64) -> Result<(), Box<dyn std::
                 let id = format!("w{t}");
                 if store.len(&id).is_none() {
                     store
-                        .create_session(crate::event::SessionHeader::new(id.clone(), 1))
+                        .create_session(sessionlog::event::SessionHeader::new(id.clone(), 1))
                         .map_err(|e| e.to_string())?;
                 }
                 let mut seq = store.len(&id).unwrap_or(0);
                 loop {
                     let receipt = store
-                        .append(&id, crate::workload::synthetic_event(seq, t))
+                        .append(&id, sessionlog_bench::workload::synthetic_event(seq, t))
                         .map_err(|e| e.to_string())?;
                     if !receipt.durable {
                         return Err("a Sync append returned before it was durable".into());

@@ -4,10 +4,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::event::{Seq, SessionHeader};
-use crate::interop::export::{ExportFormat, ExportLayout, export};
-use crate::interop::sqlite::SchemaVersion;
-use crate::store::{Config, Durability, Intent, Session, Store};
+use sessionlog::event::{Seq, SessionHeader};
+use sessionlog::interop::export::{ExportFormat, ExportLayout, export};
+use sessionlog::interop::sqlite::SchemaVersion;
+use sessionlog::store::{Config, Durability, Intent, Session, Store};
+use sessionlog::typed::Raw;
 
 fn user(id: &str, text: &str) -> String {
     format!(
@@ -26,61 +27,49 @@ fn turn(s: &Session<'_>, t: u64, flush: bool) -> Result<u64, Box<dyn std::error:
         }
         Ok(())
     };
-    s.append("turn/start", &format!(r#"{{"turn":{t}}}"#), Intent::none())?;
-    checkpoint()?;
-    s.append(
-        "step/start",
-        &format!(r#"{{"turn":{t},"step":1}}"#),
+    s.append(Raw::new(
+        "turn/start",
+        format!(r#"{{"turn":{t}}}"#),
         Intent::none(),
-    )?;
-    s.append(
+    ))?;
+    checkpoint()?;
+    s.append(Raw::new(
+        "step/start",
+        format!(r#"{{"turn":{t},"step":1}}"#),
+        Intent::none(),
+    ))?;
+    s.append(Raw::new(
         "user/message",
-        &user(
+        user(
             &format!("u{t}"),
             &format!("Please inspect file {t} and summarise it."),
         ),
         Intent::append(),
-    )?;
+    ))?;
     checkpoint()?;
     for i in 0..50 {
-        s.append(
-            "assistant/chunk",
-            &format!(r#"{{"turn":{t},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"token {i} "}}}}"#),
-            Intent::none(),
-        )?;
+        s.append(Raw::new("assistant/chunk", format!(r#"{{"turn":{t},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"token {i} "}}}}"#), Intent::none()))?;
     }
     let call = format!("call-{t}");
-    s.append(
-        "assistant/message",
-        &format!(
+    s.append(Raw::new("assistant/message", format!(
             r#"{{"turn":{t},"step":1,"message":{{"id":"a{t}","role":"assistant","content":[{{"type":"text","text":"Reading it."}},{{"type":"tool-call","id":"{call}","name":"read_file","arguments":"{{\"path\":\"f{t}.rs\"}}"}}],"source":{{"kind":"model","provider":"deepseek","model":"v4"}}}}}}"#
-        ),
-        Intent::append(),
-    )?;
-    s.append(
-        "tool/call",
-        &format!(r#"{{"turn":{t},"step":1,"callId":"{call}","name":"read_file","arguments":"{{\"path\":\"f{t}.rs\"}}"}}"#),
-        Intent::none(),
-    )?;
+        ), Intent::append()))?;
+    s.append(Raw::new("tool/call", format!(r#"{{"turn":{t},"step":1,"callId":"{call}","name":"read_file","arguments":"{{\"path\":\"f{t}.rs\"}}"}}"#), Intent::none()))?;
     checkpoint()?;
     let body = "fn main() { println!(\\\"hello\\\"); }\\n".repeat(60);
-    s.append(
-        "tool/result",
-        &format!(
+    s.append(Raw::new("tool/result", format!(
             r#"{{"turn":{t},"step":1,"message":{{"id":"r{t}","role":"user","content":[{{"type":"tool-result","toolCallId":"{call}","content":[{{"type":"text","text":"{body}"}}]}}],"source":{{"kind":"tool","callId":"{call}"}}}}}}"#
-        ),
-        Intent::append(),
-    )?;
-    s.append(
+        ), Intent::append()))?;
+    s.append(Raw::new(
         "step/end",
-        &format!(r#"{{"turn":{t},"step":1}}"#),
+        format!(r#"{{"turn":{t},"step":1}}"#),
         Intent::none(),
-    )?;
-    s.append(
+    ))?;
+    s.append(Raw::new(
         "turn/end",
-        &format!(r#"{{"turn":{t},"reason":{{"kind":"completed"}}}}"#),
+        format!(r#"{{"turn":{t},"reason":{{"kind":"completed"}}}}"#),
         Intent::none(),
-    )?;
+    ))?;
     checkpoint()?;
     Ok(s.len() - start)
 }
@@ -93,14 +82,14 @@ fn compact(s: &Session<'_>) -> Result<(), Box<dyn std::error::Error>> {
     }
     let shadowed: Vec<Seq> = surface[..surface.len() - 1].to_vec();
     let (start, end) = (shadowed[0], shadowed[shadowed.len() - 1]);
-    s.append(
+    s.append(Raw::new(
         "user/message",
-        &user(
+        user(
             &format!("summary-{}", s.len()),
             "Summary of the conversation so far.",
         ),
         Intent::replace(start, end).sources(shadowed),
-    )?;
+    ))?;
     Ok(())
 }
 
@@ -161,10 +150,7 @@ pub fn run(turns: u64, sessions: u64) -> Result<(), Box<dyn std::error::Error>> 
         let path = dir.path().join(if flush { "buffered" } else { "sync" });
         let store = Arc::new(Store::open(
             &path,
-            Config {
-                durability,
-                ..Config::default()
-            },
+            Config::default().durability(durability),
         )?);
         let turns = if durability == Durability::Sync {
             turns.min(20)
@@ -181,39 +167,33 @@ pub fn run(turns: u64, sessions: u64) -> Result<(), Box<dyn std::error::Error>> 
     // A crash mid-turn: the agent has started a tool call and dies before its result.
     let path = dir.path().join("buffered");
     {
-        let store = Store::open(
-            &path,
-            Config {
-                durability: Durability::Buffered,
-                ..Config::default()
-            },
-        )?;
+        let store = Store::open(&path, Config::default().durability(Durability::Buffered))?;
         let s = store.session("agent-0")?;
         let t = s.len();
         let n = turns + 1;
-        s.append("turn/start", &format!(r#"{{"turn":{n}}}"#), Intent::none())?;
-        s.append(
-            "step/start",
-            &format!(r#"{{"turn":{n},"step":1}}"#),
+        s.append(Raw::new(
+            "turn/start",
+            format!(r#"{{"turn":{n}}}"#),
             Intent::none(),
-        )?;
-        s.append(
+        ))?;
+        s.append(Raw::new(
+            "step/start",
+            format!(r#"{{"turn":{n},"step":1}}"#),
+            Intent::none(),
+        ))?;
+        s.append(Raw::new(
             "user/message",
-            &user("crash", "one more thing"),
+            user("crash", "one more thing"),
             Intent::append(),
-        )?;
-        s.append(
-            "assistant/message",
-            &format!(r#"{{"turn":{n},"step":1,"message":{{"id":"a-crash","role":"assistant","content":[{{"type":"tool-call","id":"call-crash","name":"bash","arguments":"{{}}"}}],"source":{{"kind":"model","provider":"deepseek","model":"v4"}}}}}}"#),
-            Intent::append(),
-        )?;
-        s.append(
+        ))?;
+        s.append(Raw::new("assistant/message", format!(r#"{{"turn":{n},"step":1,"message":{{"id":"a-crash","role":"assistant","content":[{{"type":"tool-call","id":"call-crash","name":"bash","arguments":"{{}}"}}],"source":{{"kind":"model","provider":"deepseek","model":"v4"}}}}}}"#), Intent::append()))?;
+        s.append(Raw::new(
             "tool/call",
-            &format!(
+            format!(
                 r#"{{"turn":{n},"step":1,"callId":"call-crash","name":"bash","arguments":"{{}}"}}"#
             ),
             Intent::none(),
-        )?;
+        ))?;
         store.flush()?;
         crate::say!(
             "\ncrash   agent-0 dies mid-turn after {} events (an unanswered tool call)",
@@ -223,13 +203,7 @@ pub fn run(turns: u64, sessions: u64) -> Result<(), Box<dyn std::error::Error>> 
         store.abandon();
     }
     let start = Instant::now();
-    let store = Store::open(
-        &path,
-        Config {
-            durability: Durability::Buffered,
-            ..Config::default()
-        },
-    )?;
+    let store = Store::open(&path, Config::default().durability(Durability::Buffered))?;
     let report = store.recovery_report().clone();
     crate::say!(
         "reopen  {:.1} ms: scanned {} frames of unindexed tail, {} events recovered, torn tail: {}",

@@ -19,7 +19,7 @@
 //! dsh-style JSONL, redb alone, and the raw disk (the physical ceiling).
 //!
 //! ```no_run
-//! use sessionlog::bench::{BenchArgs, run};
+//! use sessionlog_bench::{BenchArgs, run};
 //! let args = BenchArgs { quick: true, ..BenchArgs::default() };
 //! run(&args)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -29,6 +29,7 @@ pub mod chart;
 pub mod fold;
 pub mod peers;
 pub mod report;
+pub mod workload;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -37,12 +38,12 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::event::{Event, SessionHeader};
-use crate::store::{Config, Durability, INDEX_FILE, Store};
 use crate::workload::{
     FlushGroup, SessionGenerator, WorkloadConfig, event_json, flush_groups, generate_events,
     load_fixture_sessions, session_header, session_id,
 };
+use sessionlog::event::{Event, SessionHeader};
+use sessionlog::store::{Config, Durability, INDEX_FILE, Store};
 
 use peers::{
     BenchResult, Loaded, Mode, PeerKind, RawWriter, SessionlogStyle, SessionlogWriter, Writer,
@@ -953,7 +954,7 @@ fn resume_section(ctx: &mut Ctx<'_>) -> BenchResult<ResumeSection> {
             if largest {
                 let bytes = dir_bytes(&dir);
                 let detail = if peer == PeerKind::Sessionlog {
-                    let log = dir_bytes(&dir.join(crate::log::segment::SEGMENTS_DIR));
+                    let log = dir_bytes(&dir.join(sessionlog::log::segment::SEGMENTS_DIR));
                     let index = std::fs::metadata(dir.join(INDEX_FILE)).map_or(0, |m| m.len());
                     format!(
                         "log {:.0} + index.redb {:.0} bytes/event",
@@ -1016,10 +1017,7 @@ struct FillOutput {
 /// never checkpoints its index, flushes, and exits without closing the store, as a crash would.
 fn probe_fill(mb: u64, dir: Option<&Path>, args: &BenchArgs) -> BenchResult<()> {
     let dir = dir.ok_or("--probe-fill needs --probe-dir")?;
-    let config = Config {
-        checkpoint_bytes: 1 << 62,
-        ..Config::default()
-    };
+    let config = Config::default().checkpoint_bytes(1 << 62);
     let writer = SessionlogWriter::open_with(dir, config, SessionlogStyle::FramesNoSync)?;
     let workload = WorkloadConfig {
         turns: u64::MAX,
@@ -1033,7 +1031,7 @@ fn probe_fill(mb: u64, dir: Option<&Path>, args: &BenchArgs) -> BenchResult<()> 
         writer.create(i as usize, &session_header(i))?;
         gens.push(SessionGenerator::new(&workload, i));
     }
-    let segments = dir.join(crate::log::segment::SEGMENTS_DIR);
+    let segments = dir.join(sessionlog::log::segment::SEGMENTS_DIR);
     let mut events = 0u64;
     while dir_bytes(&segments) < mb << 20 {
         for (i, g) in gens.iter_mut().enumerate() {
@@ -1161,10 +1159,7 @@ fn replay_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<ReplayRow>> {
     let check_dir = ctx.base.join("replay-check");
     let store = Store::open(
         &check_dir,
-        Config {
-            durability: Durability::Buffered,
-            ..Config::default()
-        },
+        Config::default().durability(Durability::Buffered),
     )?;
     let mut sessions: Vec<(SessionHeader, Vec<Vec<Event>>)> = Vec::new();
     let mut refused: Vec<(String, String)> = Vec::new();
@@ -1227,10 +1222,7 @@ fn replay_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<ReplayRow>> {
         let writer: Box<dyn Writer> = if peer == PeerKind::Sessionlog {
             Box::new(SessionlogWriter::open_with(
                 &dir,
-                Config {
-                    invariants: crate::session::InvariantMode::Off,
-                    ..Config::default()
-                },
+                Config::default().invariants(sessionlog::session::InvariantMode::Off),
                 SessionlogStyle::BufferedFlush,
             )?)
         } else {

@@ -9,11 +9,11 @@ use std::sync::Mutex;
 
 use redb::ReadableDatabase as _;
 
-use crate::event::{Event, Seq, SessionHeader, SurfaceOp};
-use crate::json::{self, JsonLimits, JsonValue};
-use crate::log::record::{EventRecord, Record};
-use crate::store::{Config, Durability, Store};
 use crate::workload::{write_event_json, write_seq_array, write_surface_op};
+use sessionlog::event::{Event, Seq, SessionHeader, SurfaceOp};
+use sessionlog::json::{self, JsonLimits, JsonValue};
+use sessionlog::log::record::{EventRecord, Record};
+use sessionlog::store::{Config, Durability, Store};
 
 use super::fold::{Message, SurfaceFold};
 
@@ -241,7 +241,7 @@ impl Writer for SessionlogWriter {
 // ---------------------------------------------------------------------------------------------
 
 /// dsh's schema-15 DDL, exactly as the SQLite interop module writes it.
-use crate::interop::sqlite::schema::DDL_15 as SQLITE_15_DDL;
+use sessionlog::interop::sqlite::schema::DDL_15 as SQLITE_15_DDL;
 
 const SQLITE_FILE: &str = "sessions.sqlite";
 
@@ -600,13 +600,7 @@ pub const SESSIONLOG_RESUME_KIND: &str = "surface resume";
 /// The store is handed back open (a resumed session goes on appending; closing it, which
 /// syncs, is not part of the resume).
 pub fn resume_sessionlog(dir: &Path, id: &str, read_only: bool) -> BenchResult<(Loaded, Store)> {
-    let store = Store::open(
-        dir,
-        Config {
-            read_only,
-            ..Config::default()
-        },
-    )?;
+    let store = Store::open(dir, Config::default().read_only(read_only))?;
     let loaded = {
         let session = if read_only {
             store.session(id)?
@@ -629,13 +623,7 @@ pub fn resume_sessionlog(dir: &Path, id: &str, read_only: bool) -> BenchResult<(
 pub fn full_read_sessionlog(dir: &Path, id: &str) -> BenchResult<Loaded> {
     let mut fold = SurfaceFold::default();
     let mut events = 0u64;
-    let store = Store::open(
-        dir,
-        Config {
-            read_only: true,
-            ..Config::default()
-        },
-    )?;
+    let store = Store::open(dir, Config::default().read_only(true))?;
     let n = store.len(id).ok_or_else(|| format!("no session {id}"))?;
     for e in store.events(id, 0..n)? {
         let e = e?;
@@ -744,13 +732,7 @@ pub fn read_all(peer: PeerKind, dir: &Path, id: &str, index: usize) -> BenchResu
     };
     match peer {
         PeerKind::Sessionlog => {
-            let store = Store::open(
-                dir,
-                Config {
-                    read_only: true,
-                    ..Config::default()
-                },
-            )?;
+            let store = Store::open(dir, Config::default().read_only(true))?;
             let len = store.len(id).ok_or_else(|| format!("no session {id}"))?;
             for e in store.events(id, 0..len)? {
                 sink(e?);

@@ -6,7 +6,7 @@ use std::path::Path;
 use sessionlog::event::{Event, SurfaceOp};
 use sessionlog::json::{self, JsonLimits};
 use sessionlog::store::{Config, Durability, Store};
-use sessionlog::workload::{
+use sessionlog_bench::workload::{
     FlushGroup, SessionGenerator, WorkloadConfig, event_json, flush_groups, generate_events,
     generate_session, is_flush_point, load_fixture_sessions, session_header, synthetic_event,
 };
@@ -316,7 +316,7 @@ fn generate_events_takes_a_prefix() {
 #[test]
 fn store_accepts_the_workload() {
     let dir = tempfile::tempdir().unwrap();
-    let id = sessionlog::workload::session_id(0);
+    let id = sessionlog_bench::workload::session_id(0);
     let config = WorkloadConfig {
         turns: 23,
         compaction_every: 10,
@@ -327,10 +327,7 @@ fn store_accepts_the_workload() {
     {
         let store = Store::open(
             dir.path(),
-            Config {
-                durability: Durability::Buffered,
-                ..Config::default()
-            },
+            Config::default().durability(Durability::Buffered),
         )
         .unwrap();
         store.create_session(session_header(0)).unwrap();

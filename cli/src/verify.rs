@@ -6,11 +6,11 @@ use std::process::ExitCode;
 
 use super::CliResult;
 use super::progress::Progress;
-use crate::error::OpenError;
-use crate::log::scan::RecoveryMode;
-use crate::session::error::InvariantRule;
-use crate::session::invariants::Trace;
-use crate::store::{Config, Store};
+use sessionlog::error::OpenError;
+use sessionlog::log::scan::RecoveryMode;
+use sessionlog::session::error::InvariantRule;
+use sessionlog::session::invariants::Trace;
+use sessionlog::store::{Config, Store};
 
 fn rule_label(rule: InvariantRule) -> &'static str {
     match rule {
@@ -37,20 +37,14 @@ fn open(dir: &Path) -> Result<(Store, Vec<String>), Box<dyn std::error::Error>> 
         )
         .into());
     }
-    let read_only = Config {
-        read_only: true,
-        ..Config::default()
-    };
+    let read_only = Config::default().read_only(true);
     match Store::open(dir, read_only.clone()) {
         Ok(store) => {
             super::note_pending(&store);
             Ok((store, Vec::new()))
         }
         Err(OpenError::Corruption { position, reason }) => {
-            let salvage = Config {
-                recovery: RecoveryMode::SalvageSkippingBadFrames,
-                ..read_only
-            };
+            let salvage = read_only.recovery(RecoveryMode::SalvageSkippingBadFrames);
             let store = Store::open(dir, salvage)?;
             super::note_pending(&store);
             let mut problems = vec![format!(

@@ -83,10 +83,7 @@ fn turn(seq: u64, turn: u64, body: &str) -> Vec<Event> {
 }
 
 fn fast() -> Config {
-    Config {
-        durability: Durability::Buffered,
-        ..Config::default()
-    }
+    Config::default().durability(Durability::Buffered)
 }
 
 /// `turns` turns whose user messages say `body`, then a `session/title` event naming the
@@ -121,14 +118,8 @@ fn store_with(dir: &Path, headers: &[SessionHeader], turns: u64, body: &str) {
 fn jsonl_files(dir: &Path, headers: &[SessionHeader], turns: u64, body: &str) -> Vec<PathBuf> {
     let scratch = tempfile::tempdir().unwrap();
     store_with(&scratch.path().join("s"), headers, turns, body);
-    let store = Store::open(
-        scratch.path().join("s"),
-        Config {
-            read_only: true,
-            ..Config::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("read-only open of a closed store: {e:?}"));
+    let store = Store::open(scratch.path().join("s"), Config::default().read_only(true))
+        .unwrap_or_else(|e| panic!("read-only open of a closed store: {e:?}"));
     std::fs::create_dir_all(dir).unwrap();
     headers
         .iter()
@@ -343,10 +334,7 @@ fn garbage_state_checkpoint_is_replayed_by_a_read_only_open_after_a_crash() {
     store.abandon();
     assert!(damage_state(&path, &|_| vec![9; 20]) > 0);
     let before = tree(&path);
-    let read_only = Config {
-        read_only: true,
-        ..Config::default()
-    };
+    let read_only = Config::default().read_only(true);
     let store = Store::open(&path, read_only).unwrap();
     assert_eq!(store.len("a"), Some(21));
     // The surface of a session whose tail is not indexed comes from its state: replayed.
@@ -471,14 +459,7 @@ fn closed_stdout_is_not_a_crash() {
     let (code, err) = with_closed_stdout(&imported, &["import", files.to_str().unwrap()]);
     assert_eq!(code, Some(0), "import: {err}");
     assert!(err.is_empty(), "import: {err}");
-    let store = Store::open(
-        &imported,
-        Config {
-            read_only: true,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let store = Store::open(&imported, Config::default().read_only(true)).unwrap();
     assert_eq!(store.sessions().len(), 300);
 }
 
@@ -550,14 +531,7 @@ fn tree_export_refuses_overlong_names_up_front() {
         }
     }
     // The library says the same, typed.
-    let store = Store::open(
-        &path,
-        Config {
-            read_only: true,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let store = Store::open(&path, Config::default().read_only(true)).unwrap();
     let e = export::export(
         &store,
         std::slice::from_ref(&long),
@@ -827,11 +801,9 @@ fn rolled_segments_and_a_recreated_index_are_private() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
-    let small = Config {
-        segment_bytes: 4096,
-        durability: Durability::Sync,
-        ..Config::default()
-    };
+    let small = Config::default()
+        .segment_bytes(4096)
+        .durability(Durability::Sync);
     let store = Store::open(&path, small.clone()).unwrap();
     for i in 0..20 {
         store
@@ -946,14 +918,7 @@ fn read_commands_on_a_store_without_lock_create_nothing() {
     }
     assert!(out.exists());
     // Read-only opens of the library too.
-    let store = Store::open(
-        &path,
-        Config {
-            read_only: true,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let store = Store::open(&path, Config::default().read_only(true)).unwrap();
     assert_eq!(store.messages("a").unwrap().len(), 2);
     drop(store);
     assert_eq!(tree(&path), before);
@@ -971,4 +936,20 @@ fn read_commands_on_a_store_without_lock_create_nothing() {
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A second writer in another process is refused, naming the holder's pid.
+#[test]
+fn second_writer_in_another_process_is_refused_naming_the_holder() {
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let _w = Store::open(dir.path(), fast()).unwrap();
+    let out = cli(dir.path(), &["verify"]);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("locked"), "stderr: {stderr}");
+    assert!(
+        stderr.contains(&std::process::id().to_string()),
+        "names the holder pid: {stderr}"
+    );
 }

@@ -9,7 +9,7 @@
 //!   benchmarks can replay them.
 //!
 //! ```
-//! use sessionlog::workload::{SessionGenerator, WorkloadConfig};
+//! use crate::workload::{SessionGenerator, WorkloadConfig};
 //!
 //! let config = WorkloadConfig { turns: 2, ..WorkloadConfig::default() };
 //! let groups: Vec<_> = SessionGenerator::new(&config, 0).collect();
@@ -20,8 +20,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::event::{Event, Seq, SessionHeader, SurfaceOp};
-use crate::json::{self, JsonLimits, JsonValue, write_js_string};
+use sessionlog::event::{Event, Seq, SessionHeader, SurfaceOp};
+use sessionlog::json::{self, JsonLimits, JsonValue, write_js_string};
 
 /// The deterministic event `seq` of synthetic session `salt`: a cycle of `turn/start`,
 /// `user/message` (surface), `assistant/chunk`, `tool/call` (0-5 KB) and `turn/end`.
@@ -783,7 +783,7 @@ pub struct FixtureSession {
 /// Reads every `*.jsonl` log in `dir` (the fixtures' `dsh-sessions/`), sorted by name.
 /// `Ok(None)` when the directory does not exist.
 ///
-/// This is a benchmark reader, not dsh's loader (that is `crate::interop::jsonl`): it expands
+/// This is a benchmark reader, not dsh's loader (that is `sessionlog::interop::jsonl`): it expands
 /// packed chunk rows and takes the envelope fields, and refuses only what it cannot read.
 pub fn load_fixture_sessions(dir: &Path) -> Result<Option<Vec<FixtureSession>>, WorkloadError> {
     let io = |source| WorkloadError::Io {

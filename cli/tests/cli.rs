@@ -2,7 +2,7 @@
 //! `show` (messages equal to dsh's), export in every format, `verify` exit codes (clean,
 //! invariant violations, a corrupted segment), and errors that leave the store unchanged.
 
-#[path = "common/jsonl_fixtures.rs"]
+#[path = "../../tests/common/jsonl_fixtures.rs"]
 mod jsonl_fixtures;
 
 use std::path::{Path, PathBuf};

@@ -16,6 +16,7 @@ use sessionlog::event::{Event, Seq, SessionHeader};
 use sessionlog::index::{KeyBytes, PROJECTIONS, SESSIONS, SessionRow, seal};
 use sessionlog::session::InvariantMode;
 use sessionlog::store::{Config, Durability, Intent, Session, Store};
+use sessionlog::typed::Raw;
 
 fn user(id: &str, text: &str) -> String {
     format!(
@@ -38,56 +39,60 @@ fn tool_result(turn: u64, call: &str) -> String {
 /// One complete dsh turn with a tool call and `chunks` chunk deltas.
 fn turn(s: &Session<'_>, t: u64, chunks: u64) {
     let p = s.id().to_owned();
-    s.append("turn/start", &format!(r#"{{"turn":{t}}}"#), Intent::none())
-        .unwrap();
-    s.append(
-        "step/start",
-        &format!(r#"{{"turn":{t},"step":1}}"#),
+    s.append(Raw::new(
+        "turn/start",
+        format!(r#"{{"turn":{t}}}"#),
         Intent::none(),
-    )
+    ))
     .unwrap();
-    s.append(
+    s.append(Raw::new(
+        "step/start",
+        format!(r#"{{"turn":{t},"step":1}}"#),
+        Intent::none(),
+    ))
+    .unwrap();
+    s.append(Raw::new(
         "user/message",
-        &user(&format!("{p}-u{t}"), &format!("question {t}")),
+        user(&format!("{p}-u{t}"), &format!("question {t}")),
         Intent::append(),
-    )
+    ))
     .unwrap();
     for i in 0..chunks {
-        s.append(
-            "assistant/chunk",
-            &format!(
+        s.append(Raw::new("assistant/chunk", format!(
                 r#"{{"turn":{t},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"tok{i}"}}}}"#
-            ),
-            Intent::none(),
-        )
+            ), Intent::none()))
         .unwrap();
     }
     let call = format!("{p}-c{t}");
-    s.append(
+    s.append(Raw::new(
         "assistant/message",
-        &assistant(t, &format!("{p}-a{t}"), &call),
+        assistant(t, &format!("{p}-a{t}"), &call),
         Intent::append(),
-    )
+    ))
     .unwrap();
-    s.append(
+    s.append(Raw::new(
         "tool/call",
-        &format!(r#"{{"turn":{t},"step":1,"callId":"{call}","name":"bash","arguments":"{{}}"}}"#),
+        format!(r#"{{"turn":{t},"step":1,"callId":"{call}","name":"bash","arguments":"{{}}"}}"#),
         Intent::none(),
-    )
+    ))
     .unwrap();
-    s.append("tool/result", &tool_result(t, &call), Intent::append())
-        .unwrap();
-    s.append(
+    s.append(Raw::new(
+        "tool/result",
+        tool_result(t, &call),
+        Intent::append(),
+    ))
+    .unwrap();
+    s.append(Raw::new(
         "step/end",
-        &format!(r#"{{"turn":{t},"step":1}}"#),
+        format!(r#"{{"turn":{t},"step":1}}"#),
         Intent::none(),
-    )
+    ))
     .unwrap();
-    s.append(
+    s.append(Raw::new(
         "turn/end",
-        &format!(r#"{{"turn":{t},"reason":{{"kind":"completed"}}}}"#),
+        format!(r#"{{"turn":{t},"reason":{{"kind":"completed"}}}}"#),
         Intent::none(),
-    )
+    ))
     .unwrap();
 }
 
@@ -96,27 +101,22 @@ fn compact(s: &Session<'_>) {
     let surface = s.surface().unwrap();
     let shadowed: Vec<Seq> = surface[..surface.len() - 1].to_vec();
     let (start, end) = (shadowed[0], *shadowed.last().unwrap());
-    s.append(
+    s.append(Raw::new(
         "user/message",
-        &user(&format!("{}-sum{}", s.id(), s.len()), "summary"),
+        user(&format!("{}-sum{}", s.id(), s.len()), "summary"),
         Intent::replace(start, end).sources(shadowed),
-    )
+    ))
     .unwrap();
 }
 
 fn config() -> Config {
-    Config {
-        durability: Durability::Buffered,
-        segment_bytes: 16 * 1024,
-        ..Config::default()
-    }
+    Config::default()
+        .durability(Durability::Buffered)
+        .segment_bytes(16 * 1024)
 }
 
 fn read_only() -> Config {
-    Config {
-        read_only: true,
-        ..config()
-    }
+    config().read_only(true)
 }
 
 /// Sessions with several turns, a compaction, forks (one of a deleted parent, so its row is
@@ -338,10 +338,7 @@ fn flipped_bytes_anywhere_in_the_index_give_the_truth_or_a_damage_error_and_reco
             }
         }
         // What `sessionlog recover` runs: the index is checked whole and rebuilt if damaged.
-        let checked = Config {
-            check_index: true,
-            ..config()
-        };
+        let checked = config().check_index(true);
         let store = catch_unwind(AssertUnwindSafe(|| Store::open(&dir, checked)))
             .unwrap_or_else(|_| panic!("round {round}: flips at {at:?}: open panicked"))
             .unwrap_or_else(|e| panic!("round {round}: flips at {at:?}: {e}"));
@@ -402,14 +399,8 @@ fn truncated_zero_length_and_wrong_magic_indexes_are_rebuilt() {
             before,
             "{name}: a read-only open modified the store"
         );
-        let store = Store::open(
-            &dir,
-            Config {
-                check_index: true,
-                ..config()
-            },
-        )
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let store =
+            Store::open(&dir, config().check_index(true)).unwrap_or_else(|e| panic!("{name}: {e}"));
         let report = store.recovery_report().clone();
         if !bytes.is_empty() {
             assert!(report.index_rebuilt, "{name}: {report:?}");
@@ -511,7 +502,7 @@ fn a_read_only_open_of_a_killed_writers_store_answers_everything_acknowledged_an
             for (seq, e) in events.iter().enumerate() {
                 assert_eq!(
                     *e,
-                    sessionlog::workload::synthetic_event(seq as u64, t),
+                    sessionlog_bench::workload::synthetic_event(seq as u64, t),
                     "round {round}: {id} seq {seq}"
                 );
             }
@@ -553,16 +544,14 @@ fn an_abandoned_store_reads_the_same_read_only_and_after_repair() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(
         dir.path(),
-        Config {
-            durability: Durability::Sync,
-            invariants: InvariantMode::Off,
-            ..Config::default()
-        },
+        Config::default()
+            .durability(Durability::Sync)
+            .invariants(InvariantMode::Off),
     )
     .unwrap();
     store.create_session(SessionHeader::new("a", 1)).unwrap();
     let written: Vec<Event> = (0..200)
-        .map(|s| sessionlog::workload::synthetic_event(s, 0))
+        .map(|s| sessionlog_bench::workload::synthetic_event(s, 0))
         .collect();
     for e in &written {
         store.append("a", e.clone()).unwrap();

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use sessionlog::session::InvariantMode;
 use sessionlog::store::{Config, Store};
-use sessionlog::workload::synthetic_event;
+use sessionlog_bench::workload::synthetic_event;
 
 /// A small deterministic generator for kill delays (no external RNG needed).
 fn next(state: &mut u64) -> u64 {
@@ -76,10 +76,7 @@ fn killed_writers_lose_nothing_acknowledged() {
         }
 
         // Open as the writer does (its synthetic workload runs with invariants off).
-        let config = Config {
-            invariants: InvariantMode::Off,
-            ..Config::default()
-        };
+        let config = Config::default().invariants(InvariantMode::Off);
         let store = Store::open(dir.path(), config).unwrap();
         tails_scanned += store.recovery_report().frames_scanned;
         for (&t, &count) in &acked {

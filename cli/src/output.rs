@@ -33,7 +33,7 @@ pub fn is_unsafe_for_terminal(c: char) -> bool {
 /// backslashes, is unchanged. Borrows when there is nothing to escape.
 ///
 /// ```
-/// use sessionlog::cli::human;
+/// use crate::human;
 /// assert_eq!(human("s1"), "s1");
 /// assert_eq!(human("evil\u{1b}]0;owned\u{7}"), "evil\\u{1b}]0;owned\\u{7}");
 /// assert_eq!(human("a\nb\u{202e}c\u{9b}"), "a\\nb\\u{202e}c\\u{9b}");
@@ -72,7 +72,7 @@ pub fn human_lines(s: &str) -> String {
 /// written as `\uXXXX`. Outside strings JSON text holds only ASCII, so the value is unchanged.
 ///
 /// ```
-/// use sessionlog::cli::json_text;
+/// use crate::json_text;
 /// assert_eq!(json_text(r#"{"id":"a\u001b"}"#), r#"{"id":"a\u001b"}"#);
 /// assert_eq!(json_text("{\"id\":\"a\u{9b}b\u{202e}\"}"), r#"{"id":"a\u009bb\u202e"}"#);
 /// ```
@@ -127,7 +127,7 @@ macro_rules! say {
     ($($arg:tt)*) => {{
         use ::std::io::Write as _;
         writeln!(::std::io::stdout().lock(), $($arg)*)
-            .map_err($crate::cli::output::stdout_error)?
+            .map_err($crate::output::stdout_error)?
     }};
 }
 

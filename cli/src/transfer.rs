@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use super::output::{human, human_lines, human_path};
 use super::progress::Progress;
 use super::{CliResult, ExportArgs, ImportArgs, open_for_reading};
-use crate::interop::export::{self, ExportFormat, ExportLayout};
-use crate::interop::import::{self, ImportOptions};
-use crate::store::{Config, Store};
+use sessionlog::interop::export::{self, ExportFormat, ExportLayout};
+use sessionlog::interop::import::{self, ImportOptions};
+use sessionlog::store::{Config, Store};
 
 /// `import [--replay-fixture] [--skip-existing] PATH...`
 pub fn import(store_dir: &Path, args: &ImportArgs) -> CliResult {

@@ -16,16 +16,16 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use crate::error::{AppendError, OpenError, ReadError};
-use crate::event::{EnvelopeKey, Event, KeyOrder, Layout, Packing, SessionHeader, SurfaceOp};
-use crate::fs::FileSystem;
-use crate::fs::sim::{SimFs, SimOptions};
-use crate::log::Segments;
-use crate::log::frame::{self, FRAME_HEADER_LEN, FrameHeader, FrameLimits};
-use crate::log::record::Record;
-use crate::log::scan::{self, RecoveryMode};
-use crate::log::segment::{self, SEGMENT_HEADER_LEN, SEGMENTS_DIR};
-use crate::store::{Config, Durability, INDEX_FILE, Store};
+use sessionlog::error::{AppendError, OpenError, ReadError};
+use sessionlog::event::{EnvelopeKey, Event, KeyOrder, Layout, Packing, SessionHeader, SurfaceOp};
+use sessionlog::fs::FileSystem;
+use sessionlog::fs::sim::{SimFs, SimOptions};
+use sessionlog::log::Segments;
+use sessionlog::log::frame::{self, FRAME_HEADER_LEN, FrameHeader, FrameLimits};
+use sessionlog::log::record::Record;
+use sessionlog::log::scan::{self, RecoveryMode};
+use sessionlog::log::segment::{self, SEGMENT_HEADER_LEN, SEGMENTS_DIR};
+use sessionlog::store::{Config, Durability, INDEX_FILE, Store};
 
 /// A cursor over fuzz input: every read succeeds (zeros past the end).
 #[derive(Debug)]
@@ -139,7 +139,7 @@ pub fn decode_log_bytes(data: &[u8]) {
         RecoveryMode::SalvageSkippingBadFrames,
     ] {
         let mut frames = Vec::new();
-        let from = crate::error::LogPosition {
+        let from = sessionlog::error::LogPosition {
             segment: 1,
             offset: SEGMENT_HEADER_LEN,
         };
@@ -177,7 +177,7 @@ struct BaseStore {
 }
 
 fn base_event(seq: u64, salt: u64) -> Event {
-    let mut e = crate::workload::synthetic_event(seq, salt);
+    let mut e = sessionlog_bench::workload::synthetic_event(seq, salt);
     if salt == 2 && seq.is_multiple_of(3) {
         // Large enough to be compressed and to fill a segment alone.
         e.data = format!(r#"{{"blob":"{}"}}"#, "0123456789abcdef".repeat(400));
@@ -189,17 +189,15 @@ fn base_event(seq: u64, salt: u64) -> Event {
 }
 
 fn fuzz_config(sim: &Arc<SimFs>) -> Config {
-    Config {
-        durability: Durability::Sync,
-        segment_bytes: 4096,
-        compress_threshold: 256,
-        max_frame_bytes: 1 << 20,
-        max_event_bytes: 1 << 19,
+    Config::default()
+        .durability(Durability::Sync)
+        .segment_bytes(4096)
+        .compress_threshold(256)
+        .max_frame_bytes(1 << 20)
+        .max_event_bytes(1 << 19)
         // The synthetic workload does not follow dsh's turn/step invariants.
-        invariants: crate::session::InvariantMode::Off,
-        fs: sim.clone(),
-        ..Config::default()
-    }
+        .invariants(sessionlog::session::InvariantMode::Off)
+        .with_fs(sim.clone())
 }
 
 fn scratch() -> Option<tempfile::TempDir> {
@@ -495,7 +493,7 @@ pub fn append_api(data: &[u8]) {
     let mut model: Vec<(SessionHeader, Vec<Event>)> = Vec::new();
     let mut input = Input::new(data);
     if input.u8() & 1 == 1 {
-        config.invariants = crate::session::InvariantMode::Always;
+        config.invariants = sessionlog::session::InvariantMode::Always;
     }
     let mut store = match Store::open(dir.path(), config.clone()) {
         Ok(s) => s,
@@ -557,7 +555,7 @@ pub fn append_api(data: &[u8]) {
                     Ok(_) => {
                         for e in &events {
                             assert!(
-                                crate::json::validate(&e.data, &config.json_limits).is_ok(),
+                                sessionlog::json::validate(&e.data, &config.json_limits).is_ok(),
                                 "accepted data that is not valid JSON: {:?}",
                                 e.data
                             );
@@ -622,15 +620,15 @@ fn check_model(store: &Store, model: &[(SessionHeader, Vec<Event>)]) {
 /// content). It returns a log or a typed error; a log's events are contiguous from seq 0, and
 /// writing it back and reading that again gives the same header and events.
 pub fn import_jsonl(data: &[u8]) {
-    use crate::interop::jsonl;
+    use sessionlog::interop::jsonl;
     let Some((&flags, body)) = data.split_first() else {
         return;
     };
     let opts = jsonl::ReadOptions {
         replay_fixture: flags & 1 != 0,
-        line_limits: crate::json::JsonLimits {
+        line_limits: sessionlog::json::JsonLimits {
             max_depth: 256,
-            ..crate::json::JsonLimits::default()
+            ..sessionlog::json::JsonLimits::default()
         },
         max_decompressed_bytes: 16 << 20,
         path: None,
@@ -662,18 +660,18 @@ pub fn import_jsonl(data: &[u8]) {
 
 /// Base databases for [`import_sqlite`]: one per schema version dsh writes.
 fn sqlite_bases() -> &'static Vec<Vec<u8>> {
-    use crate::interop::sqlite::{self, SchemaVersion, WriteOptions};
+    use sessionlog::interop::sqlite::{self, SchemaVersion, WriteOptions};
     static BASES: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
     BASES.get_or_init(|| {
         let mut out = Vec::new();
         let mut h = SessionHeader::new("s1", 1_767_225_600_000);
         h.cwd = Some("/work".into());
         let events: Vec<Event> = (0..12)
-            .map(|seq| crate::workload::synthetic_event(seq, 1))
+            .map(|seq| sessionlog_bench::workload::synthetic_event(seq, 1))
             .collect();
         let h2 = SessionHeader::new("s2", 5);
         let events2: Vec<Event> = (0..3)
-            .map(|seq| crate::workload::synthetic_event(seq, 2))
+            .map(|seq| sessionlog_bench::workload::synthetic_event(seq, 2))
             .collect();
         for version in [SchemaVersion::V15, SchemaVersion::V17, SchemaVersion::V18] {
             let Some(dir) = scratch() else { continue };
@@ -694,7 +692,7 @@ fn sqlite_bases() -> &'static Vec<Vec<u8>> {
 /// whose file bytes are then overwritten as the input says. Opening and reading return
 /// sessions or typed errors; imported events are contiguous from seq 0.
 pub fn import_sqlite(data: &[u8]) {
-    use crate::interop::sqlite::{ReadOptions, SqliteReader};
+    use sessionlog::interop::sqlite::{ReadOptions, SqliteReader};
     let bases = sqlite_bases();
     let mut input = Input::new(data);
     let Some(base) = bases.get(usize::from(input.u8()) % bases.len().max(1)) else {

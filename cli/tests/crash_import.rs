@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use sessionlog::event::Event;
 use sessionlog::interop::jsonl::{self, WriteOptions};
-use sessionlog::workload::{WorkloadConfig, generate_session, session_header};
+use sessionlog_bench::workload::{WorkloadConfig, generate_session, session_header};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sessionlog");
 

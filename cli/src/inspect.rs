@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use super::output::{human, json_text, stdout_error};
 use super::{CliResult, ShowArgs, iso_time, open_for_reading};
-use crate::event::SurfaceOp;
-use crate::interop::jsonl;
-use crate::store::SessionInfo;
+use sessionlog::event::SurfaceOp;
+use sessionlog::interop::jsonl;
+use sessionlog::store::SessionInfo;
 
 fn out_err(e: std::io::Error) -> Box<dyn std::error::Error> {
     stdout_error(e)
@@ -131,8 +131,9 @@ pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let read_err =
-        |e: crate::error::ReadError| with_advice(format!("reading session \"{id}\" failed: {e}"));
+    let read_err = |e: sessionlog::error::ReadError| {
+        with_advice(format!("reading session \"{id}\" failed: {e}"))
+    };
     if args.events {
         let events = store.events(id, 0..info.event_count).map_err(read_err)?;
         if args.json {

@@ -7,8 +7,8 @@
 
 use std::collections::HashMap;
 
-use crate::event::{Event, Seq, SurfaceOp};
-use crate::json::{self, JsonValue};
+use sessionlog::event::{Event, Seq, SurfaceOp};
+use sessionlog::json::{self, JsonValue};
 
 use super::peers::BenchResult;
 

@@ -1,5 +1,0 @@
-//! The `sessionlog` command-line tool. See `sessionlog --help`.
-
-fn main() -> std::process::ExitCode {
-    sessionlog::cli::main()
-}
