@@ -1,0 +1,576 @@
+//! The append pipeline: validation, the session state and projections, staging records
+//! and index operations, and the receipt.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use crate::error::{AppendError, LogPosition, ReadError};
+use crate::event::{Event, MAX_SAFE_INTEGER, Seq, SessionHeader};
+use crate::index::{IndexOp, NO_NODE, SessionRow};
+use crate::json::{self};
+use crate::log::record::Record;
+use crate::projection::{Checkpoint, ProjectionSet, SessionProjections};
+use crate::session::{InvariantMode, SessionState, SurfaceChange};
+use super::commit::{Goal, Stage};
+
+use super::*;
+
+impl Store {
+    /// Appends events to a session atomically: all are validated first, then staged together
+    /// as one operation (one frame, or continued frames when larger than a frame; recovery
+    /// keeps an operation whole or drops it); on any error nothing is written and nothing
+    /// changes. A record larger than `Config::max_frame_bytes` is refused
+    /// ([`AppendError::RecordTooLarge`]).
+    pub(crate) fn append_to(&self, session: &str, events: Vec<Event>) -> Result<Receipt, AppendError> {
+        let number = self
+            .number_of(session)
+            .ok_or_else(|| AppendError::NoSuchSession(session.to_owned()))?;
+        let core = self.core(number);
+        let mut core = lock(&core);
+        self.append_locked(session, number, &mut core, events)
+    }
+
+    /// The append pipeline, with the session's core locked.
+    pub(crate) fn append_locked(
+        &self,
+        session: &str,
+        number: u64,
+        core: &mut Core,
+        events: Vec<Event>,
+    ) -> Result<Receipt, AppendError> {
+        let committer = self.committer()?;
+        self.ensure_state(number, core)?;
+        self.ensure_projections(number, core)?;
+        let Some(real) = core.state.as_mut() else {
+            return Err(AppendError::NoSuchSession(session.to_owned()));
+        };
+        let semantics = |seq: Seq, e: String| AppendError::Semantics {
+            session: session.to_owned(),
+            seq,
+            reason: e,
+        };
+        // A batch plans on a scratch copy so that a failure leaves the state untouched.
+        let batched = events.len() > 1;
+        let mut scratch = batched.then(|| real.clone());
+        let mut ops = Vec::new();
+        let mut records = Vec::with_capacity(events.len());
+        let mut planned: Vec<Event> = Vec::with_capacity(events.len());
+        let mut checkpoint_due = false;
+        for event in events {
+            let state = scratch.as_mut().unwrap_or(&mut *real);
+            let expected = state.next_seq();
+            self.validate_event(session, &event, expected)?;
+            let lookup = StoreLookup {
+                store: self,
+                number,
+                batch: &planned,
+            };
+            // `validate_event` ran the lossless-JSON check with the store's limits.
+            let plan = state
+                .plan_append_prevalidated(&event, &lookup)
+                .map_err(|e| semantics(expected, e.to_string()))?;
+            if !batched {
+                // A single event: encode before applying, so an encoding error changes nothing.
+                records.push(self.encode_event_checked(number, &event)?);
+            }
+            let applied = state
+                .apply(plan)
+                .map_err(|e| semantics(expected, e.to_string()))?;
+            if let Some(change) = &applied.surface {
+                surface_ops(number, state.surface().nodes(), change, &mut ops);
+            }
+            checkpoint_due |= event.kind == "turn/end";
+            if batched {
+                records.push(self.encode_event_checked(number, &event)?);
+            }
+            planned.push(event);
+        }
+        if let Some(s) = scratch {
+            *real = s;
+        }
+        let state = &*real;
+        checkpoint_due |= state.next_seq() >= core.checkpointed + STATE_CHECKPOINT_EVENTS;
+        if checkpoint_due {
+            ops.push(IndexOp::State {
+                session: number,
+                covered: state.next_seq(),
+                bytes: state_bytes(state)?,
+            });
+        }
+        if let Some(projections) = core.projections.as_mut() {
+            let mut due = false;
+            for e in &planned {
+                self.config
+                    .projections
+                    .apply(projections, e)
+                    .map_err(|err| semantics(e.seq, err.to_string()))?;
+                due |= self.config.projection_checkpoints.due(projections, e);
+            }
+            if due {
+                ops.extend(projection_ops(
+                    &self.config.projections,
+                    number,
+                    projections,
+                ));
+            }
+        }
+        let mut registry = self.registry_mut();
+        for e in &planned {
+            registry
+                .event(number, e.seq, e.time, e.data.len())
+                .map_err(|err| semantics(e.seq, err.to_string()))?;
+        }
+        let row = match registry.get(number) {
+            Some(r) => {
+                let mut r = r.clone();
+                set_surface(&mut r, state);
+                r
+            }
+            None => return Err(AppendError::NoSuchSession(session.to_owned())),
+        };
+        registry.put(row.clone());
+        let last_seq = planned
+            .last()
+            .map_or(state.next_seq().saturating_sub(1), |e| e.seq);
+        let planned: Vec<Arc<Event>> = planned.into_iter().map(Arc::new).collect();
+        let lsn = committer.stage(Stage {
+            records: records
+                .into_iter()
+                .zip(planned.iter())
+                .map(|(bytes, e)| (bytes, Some((number, e.clone()))))
+                .collect(),
+            ops,
+            rows: vec![row],
+        })?;
+        drop(registry);
+        if checkpoint_due {
+            core.checkpointed = state.next_seq();
+        }
+        for e in &planned {
+            let _ = core.messages.observe(state.surface(), e);
+        }
+        self.publish(session, &planned);
+        self.finish(lsn, last_seq)
+    }
+
+    /// Loads a session's state: its checkpoint, then a replay of the events after it (and,
+    /// for events the surface table does not cover yet, the surface updates).
+    pub(crate) fn ensure_state(&self, number: u64, core: &mut Core) -> Result<(), AppendError> {
+        if core.state.is_some() {
+            return Ok(());
+        }
+        let row = self
+            .registry()
+            .get(number)
+            .cloned()
+            .ok_or(AppendError::NoSuchSession(format!("#{number}")))?;
+        // A checkpoint that cannot be read or decoded costs a replay from seq 0, never an error.
+        let (covered, mut state) = match self.state_checkpoint(number, row.next_seq) {
+            Some(checkpoint) => checkpoint,
+            None => (0, SessionState::with_invariants(InvariantMode::Off)),
+        };
+        let replay_failed = |seq: Seq, e: String| AppendError::Semantics {
+            session: row.header.id.to_string(),
+            seq,
+            reason: format!("replaying the stored log failed: {e}"),
+        };
+        let mut ops = Vec::new();
+        if covered == 0 && row.next_seq > 0 {
+            // No checkpoint (index rebuilt, or a crash during an import): load the whole log
+            // the way dsh's loader does, then relink the whole surface.
+            let mut cache = FrameCache::default();
+            let mut events = Vec::with_capacity(row.next_seq.min(1 << 20) as usize);
+            for seq in 0..row.next_seq {
+                let mut event = self
+                    .read_resolved(number, seq, &mut cache)
+                    .map_err(|e| replay_failed(seq, e.to_string()))?;
+                // Replay accepts every type the engine accepted on append (unknown types
+                // are legal in a live session; only dsh's import refuses them).
+                if !crate::session::known::is_known_event_type(&event.kind) {
+                    event.ignorable = true;
+                }
+                events.push(event);
+            }
+            let loaded = crate::session::load::load_stored(
+                &row.header.id,
+                &row.header,
+                &events,
+                InvariantMode::Off,
+            )
+            .map_err(|e| replay_failed(0, e.to_string()))?;
+            state = loaded.state;
+            state.set_invariant_mode(self.config.invariants);
+            for (seq, prev, next) in self.index.surface_links(number)? {
+                let _ = (prev, next);
+                ops.push(IndexOp::Unlink {
+                    session: number,
+                    seq,
+                });
+            }
+            let nodes = state.surface().nodes();
+            for (i, &seq) in nodes.iter().enumerate() {
+                ops.push(IndexOp::Link {
+                    session: number,
+                    seq,
+                    prev: if i == 0 { NO_NODE } else { nodes[i - 1] },
+                    next: nodes.get(i + 1).copied().unwrap_or(NO_NODE),
+                });
+            }
+        } else if covered < row.next_seq {
+            let mode = state.invariant_mode();
+            state.set_invariant_mode(InvariantMode::Off);
+            let mut cache = FrameCache::default();
+            for seq in covered..row.next_seq {
+                let event = self
+                    .read_resolved(number, seq, &mut cache)
+                    .map_err(|e| replay_failed(seq, e.to_string()))?;
+                let lookup = StoreLookup {
+                    store: self,
+                    number,
+                    batch: &[],
+                };
+                let applied = state
+                    .append(&event, &lookup)
+                    .map_err(|e| replay_failed(seq, e.to_string()))?;
+                if seq >= row.surface_covered
+                    && let Some(change) = &applied.surface
+                {
+                    surface_ops(number, state.surface().nodes(), change, &mut ops);
+                }
+            }
+            state.set_invariant_mode(mode);
+        }
+        if row.surface_covered < row.next_seq && self.committer.is_some() {
+            let mut row = row.clone();
+            set_surface(&mut row, &state);
+            self.registry_mut().put(row.clone());
+            self.committer()?.stage(Stage {
+                records: Vec::new(),
+                ops,
+                rows: vec![row],
+            })?;
+        }
+        core.checkpointed = covered;
+        core.state = Some(state);
+        Ok(())
+    }
+
+    /// Loads a session's projection states: the checkpoints in the index, then a replay of
+    /// the events after them (the restore ladder). Rebuilt units are checkpointed again.
+    pub(crate) fn ensure_projections(
+        &self,
+        number: u64,
+        core: &mut Core,
+    ) -> Result<(), AppendError> {
+        if core.projections.is_some() {
+            return Ok(());
+        }
+        let len = self.registry().get(number).map_or(0, |r| r.next_seq);
+        let (mut restored, replayed) =
+            self.restore_projections(number, len)
+                .map_err(|e| AppendError::Semantics {
+                    session: format!("#{number}"),
+                    seq: 0,
+                    reason: format!("restoring projections failed: {e}"),
+                })?;
+        if (replayed || restored.rebuilt_any()) && self.committer.is_some() {
+            let ops = projection_ops(&self.config.projections, number, &mut restored.states);
+            self.committer()?.stage(Stage {
+                records: Vec::new(),
+                ops,
+                rows: Vec::new(),
+            })?;
+        }
+        core.projections = Some(restored.states);
+        Ok(())
+    }
+
+    /// Checkpoints + replay for one session, without touching the core. Returns whether any
+    /// event had to be replayed (i.e. a segment was read).
+    pub(super) fn restore_projections(
+        &self,
+        number: u64,
+        len: Seq,
+    ) -> Result<(crate::projection::Restored, bool), ReadError> {
+        let rows: Vec<Checkpoint> = self
+            .index
+            .projections(number)?
+            .into_iter()
+            .filter_map(|(key, record)| Checkpoint::from_record(key, &record).ok())
+            .collect();
+        let mut restored = self.config.projections.restore(rows, len);
+        let from = restored.replay_from;
+        if from < len {
+            let lookup = StoreLookup {
+                store: self,
+                number,
+                batch: &[],
+            };
+            let mut cache = FrameCache::default();
+            let events = (from..len).map(|seq| match lookup.event_at_cached(seq, &mut cache) {
+                Ok(Some(e)) => Ok(e.into_owned()),
+                Ok(None) => Err(ReadError::NoSuchSession(format!("#{number} seq {seq}"))),
+                Err(e) => Err(ReadError::Corruption {
+                    position: LogPosition::default(),
+                    detail: e.to_string(),
+                }),
+            });
+            self.config
+                .projections
+                .replay(&mut restored.states, events)
+                .map_err(|e| ReadError::Corruption {
+                    position: LogPosition::default(),
+                    detail: e.to_string(),
+                })?;
+        }
+        Ok((restored, from < len))
+    }
+
+    /// Writes a state checkpoint for the session when it is behind.
+    pub(crate) fn checkpoint_state(&self, number: u64, core: &mut Core) -> Result<(), AppendError> {
+        if let Some(p) = core.projections.as_mut()
+            && p.since_checkpoint() > 0
+        {
+            let ops = projection_ops(&self.config.projections, number, p);
+            self.committer()?.stage(Stage {
+                records: Vec::new(),
+                ops,
+                rows: Vec::new(),
+            })?;
+        }
+        let Some(state) = core.state.as_ref() else {
+            return Ok(());
+        };
+        if core.checkpointed >= state.next_seq() && self.state_covered(number) >= state.next_seq() {
+            return Ok(());
+        }
+        self.committer()?.stage(Stage {
+            records: Vec::new(),
+            ops: vec![IndexOp::State {
+                session: number,
+                covered: state.next_seq(),
+                bytes: state_bytes(state)?,
+            }],
+            rows: Vec::new(),
+        })?;
+        core.checkpointed = state.next_seq();
+        Ok(())
+    }
+
+    pub(super) fn publish(&self, session: &str, events: &[Arc<Event>]) {
+        let listeners: Vec<Listener> = self
+            .listeners
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(_, l)| l.clone())
+            .collect();
+        for listener in listeners {
+            for e in events {
+                let call = std::panic::AssertUnwindSafe(|| listener(session, e));
+                if std::panic::catch_unwind(call).is_err() {
+                    self.listener_failures.fetch_add(1, Ordering::Relaxed);
+                    eprintln!(
+                        "sessionlog: a session/event listener panicked on {session:?} seq {}; the append stands",
+                        e.seq
+                    );
+                }
+            }
+        }
+    }
+
+    /// Applies the durability mode after staging.
+    pub(crate) fn finish(&self, lsn: u64, seq: Seq) -> Result<Receipt, AppendError> {
+        let committer = self.committer()?;
+        match self.config.durability {
+            Durability::Sync => {
+                committer.commit(lsn, Goal::Durable, false)?;
+                Ok(Receipt {
+                    seq,
+                    lsn,
+                    durable: true,
+                })
+            }
+            Durability::Group { .. } => {
+                let limit = GROUP_BACKPRESSURE_FRAMES
+                    * FRAME_BYTES.min(self.config.max_frame_bytes as usize);
+                if committer.staged_bytes() >= limit {
+                    committer.commit(lsn, Goal::Written, false)?;
+                }
+                Ok(Receipt {
+                    seq,
+                    lsn,
+                    durable: committer.is_durable(lsn),
+                })
+            }
+            Durability::Buffered => {
+                if committer.staged_bytes() >= self.config.batch_bytes {
+                    committer.commit(lsn, Goal::Written, false)?;
+                }
+                Ok(Receipt {
+                    seq,
+                    lsn,
+                    durable: committer.is_durable(lsn),
+                })
+            }
+        }
+    }
+
+    /// Encodes an event record, refusing one that would not fit in a frame.
+    pub(super) fn encode_event_checked(&self, number: u64, event: &Event) -> Result<Vec<u8>, AppendError> {
+        let bytes = encode_event(number, event)?;
+        self.check_fits(&bytes, &event.kind)?;
+        Ok(bytes)
+    }
+
+    /// Refuses an encoded record that would not fit in a frame (`kind` names it).
+    pub(crate) fn check_fits(&self, record: &[u8], kind: &str) -> Result<(), AppendError> {
+        if record.len() > self.config.max_frame_bytes as usize {
+            return Err(AppendError::RecordTooLarge {
+                kind: kind.to_owned(),
+                size: record.len() as u64,
+                limit: u64::from(self.config.max_frame_bytes),
+            });
+        }
+        Ok(())
+    }
+
+    pub(super) fn validate_event(
+        &self,
+        session: &str,
+        event: &Event,
+        expected: Seq,
+    ) -> Result<(), AppendError> {
+        let envelope = |reason: String| AppendError::Envelope {
+            session: session.to_owned(),
+            kind: event.kind.clone(),
+            seq: expected,
+            reason,
+        };
+        if event.seq != expected {
+            return Err(AppendError::WrongSeq {
+                session: session.to_owned(),
+                got: event.seq,
+                expected,
+            });
+        }
+        if event.time.unsigned_abs() > MAX_SAFE_INTEGER as u64 {
+            return Err(envelope(format!(
+                "time {} is not a safe integer",
+                event.time
+            )));
+        }
+        let size = event.data.len() as u64;
+        if size > self.config.max_event_bytes {
+            return Err(AppendError::TooLarge {
+                session: session.to_owned(),
+                kind: event.kind.clone(),
+                size,
+                limit: self.config.max_event_bytes,
+            });
+        }
+        json::validate(&event.data, &self.config.json_limits).map_err(|e| AppendError::BadData {
+            session: session.to_owned(),
+            kind: event.kind.clone(),
+            seq: expected,
+            reason: e.to_string(),
+        })
+    }
+}
+
+/// Checkpoint operations for every projection of a session (and marks them written).
+pub(crate) fn projection_ops(
+    set: &ProjectionSet,
+    number: u64,
+    states: &mut SessionProjections,
+) -> Vec<IndexOp> {
+    let ops = set
+        .checkpoint(states)
+        .into_iter()
+        .map(|cp| IndexOp::Projection {
+            session: number,
+            record: cp.to_record(),
+            key: cp.key,
+        })
+        .collect();
+    states.mark_checkpointed();
+    ops
+}
+
+pub(super) fn encode_event(session: u64, event: &Event) -> Result<Vec<u8>, AppendError> {
+    Record::encode_event(session, event)
+        .map_err(|e| AppendError::Io(std::io::Error::other(e.to_string())))
+}
+
+pub(crate) fn encode(record: &Record) -> Result<Vec<u8>, AppendError> {
+    let mut bytes = Vec::new();
+    record
+        .encode_into(&mut bytes)
+        .map_err(|e| AppendError::Io(std::io::Error::other(e.to_string())))?;
+    Ok(bytes)
+}
+
+pub(crate) fn state_bytes(state: &SessionState) -> Result<Vec<u8>, AppendError> {
+    state.to_bytes().map_err(|e| {
+        AppendError::Io(std::io::Error::other(format!(
+            "encoding session state: {e}"
+        )))
+    })
+}
+
+/// Copies the surface summary of `state` into a session row.
+pub(crate) fn set_surface(row: &mut SessionRow, state: &SessionState) {
+    let nodes = state.surface().nodes();
+    row.surface_head = nodes.first().copied().unwrap_or(NO_NODE);
+    row.surface_tail = nodes.last().copied().unwrap_or(NO_NODE);
+    row.surface_len = nodes.len() as u64;
+    row.replace_generation = state.surface().replace_generation();
+    row.surface_covered = state.next_seq();
+}
+
+/// The index operations that turn the surface before `change` into `nodes` (after it): the
+/// removed nodes are unlinked; the new node and its neighbours get their links.
+pub(super) fn surface_ops(number: u64, nodes: &[Seq], change: &SurfaceChange, ops: &mut Vec<IndexOp>) {
+    for &seq in &change.removed {
+        ops.push(IndexOp::Unlink {
+            session: number,
+            seq,
+        });
+    }
+    let p = change.position;
+    let lo = p.saturating_sub(1);
+    let hi = (p + 1).min(nodes.len().saturating_sub(1));
+    for i in lo..=hi {
+        let Some(&seq) = nodes.get(i) else { continue };
+        let prev = if i == 0 { NO_NODE } else { nodes[i - 1] };
+        let next = nodes.get(i + 1).copied().unwrap_or(NO_NODE);
+        ops.push(IndexOp::Link {
+            session: number,
+            seq,
+            prev,
+            next,
+        });
+    }
+}
+
+/// The store's checks on a header it is about to write (create, import): the id limits, then
+/// the one header validator, [`crate::session::header::validate_header_for_write`] (dsh's
+/// `validateSessionHeader` plus its lossless-JSON boundary), so the store never writes a header
+/// its own import or dsh would refuse.
+pub(super) fn validate_header(h: &SessionHeader) -> Result<(), AppendError> {
+    if h.id.is_empty() {
+        return Err(AppendError::InvalidSessionId {
+            id: h.id.clone(),
+            reason: "session ids must not be empty",
+        });
+    }
+    if h.id.len() > 4096 {
+        return Err(AppendError::InvalidSessionId {
+            id: h.id.chars().take(64).collect(),
+            reason: "session ids are at most 4096 bytes",
+        });
+    }
+    crate::session::header::validate_header_for_write(h).map_err(|e| AppendError::InvalidHeader {
+        id: h.id.clone(),
+        reason: e.to_string(),
+    })
+}
