@@ -22,6 +22,7 @@
 //! bounded only by [`JsonLimits::max_depth`], never by the thread's stack.
 
 mod error;
+mod js;
 mod limits;
 mod parse;
 mod raw;
@@ -30,10 +31,11 @@ mod value;
 mod write;
 
 pub use error::JsonError;
+pub use js::JsVal;
+pub(crate) use js::{Throws, parse_data, parse_data_paths, prop, property_key};
 pub use limits::{DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonLimits, NegativeZero};
+pub(crate) use parse::plain_run_end;
 pub use parse::{parse, parse_bytes, parse_with, validate, validate_bytes, validate_with};
-pub(crate) use parse::{plain_run_end, skip_ws};
-pub(crate) use raw::members_valid;
 pub use raw::{
     RawMember, raw_member, raw_member_with_policy, raw_members, raw_members_with,
     raw_members_with_policy,
