@@ -28,6 +28,12 @@ impl Default for JsonLimits {
     }
 }
 
+/// No limit on nesting or length: the session layer reads texts the store already bounded.
+pub(crate) const UNBOUNDED: JsonLimits = JsonLimits {
+    max_depth: usize::MAX,
+    max_bytes: usize::MAX,
+};
+
 /// Whether text that JavaScript reads as `-0` is refused ([`validate`], [`parse`]) or accepted.
 ///
 /// dsh's lossless boundary refuses `-0` on append, but its loaders (`Session.fromRestore`)

@@ -21,6 +21,7 @@
 //! Parsing, printing, comparing, cloning and dropping are all iterative: nesting depth is
 //! bounded only by [`JsonLimits::max_depth`], never by the thread's stack.
 
+mod doc;
 mod error;
 mod js;
 mod limits;
@@ -30,18 +31,20 @@ mod string;
 mod value;
 mod write;
 
+pub(crate) use doc::{Doc, N, ObjWriter};
 pub use error::JsonError;
 pub use js::JsVal;
 pub(crate) use js::{Throws, parse_data, parse_data_paths, prop, property_key};
 pub use limits::{DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonLimits, NegativeZero};
-pub(crate) use parse::plain_run_end;
 pub use parse::{parse, parse_bytes, parse_with, validate, validate_bytes, validate_with};
 pub use raw::{
     RawMember, raw_member, raw_member_with_policy, raw_members, raw_members_with,
     raw_members_with_policy,
 };
 pub use string::JsString;
+pub(crate) use value::is_safe_integer;
 pub use value::{JsonNumber, JsonObject, JsonValue};
+pub(crate) use write::json_string;
 pub use write::{
     js_number_to_string, stringify, stringify_serde, write_js_js_string, write_js_number,
     write_js_string, write_json,

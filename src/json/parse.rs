@@ -7,21 +7,27 @@ use super::value::JsonNumber;
 use super::{JsString, JsonError, JsonLimits, JsonObject, JsonValue, NegativeZero};
 
 /// Receives the structure of a JSON text from [`drive`].
-trait Sink<'a> {
-    fn begin_array(&mut self);
-    fn begin_object(&mut self);
+pub(super) trait Sink<'a> {
+    /// An array opens at byte `start`.
+    fn begin_array(&mut self, start: usize);
+    /// An object opens at byte `start`.
+    fn begin_object(&mut self, start: usize);
     /// A key; `raw` is the text between the quotes, `escaped` whether it holds a backslash.
     fn key(&mut self, raw: &'a str, escaped: bool);
-    fn string(&mut self, raw: &'a str, escaped: bool);
-    fn number(&mut self, text: &'a str, value: f64);
-    fn literal(&mut self, value: Literal);
-    fn end_container(&mut self);
+    /// A string value whose opening quote is at byte `start`.
+    fn string(&mut self, raw: &'a str, escaped: bool, start: usize);
+    /// A number whose text starts at byte `start`.
+    fn number(&mut self, text: &'a str, value: f64, start: usize);
+    /// A literal starting at byte `start`.
+    fn literal(&mut self, value: Literal, start: usize);
+    /// The innermost open container closes; `end` is the byte after its bracket.
+    fn end_container(&mut self, end: usize);
     /// Whether [`Sink::number`] needs the number's value (validation does not).
     const WANTS_NUMBERS: bool;
 }
 
 #[derive(Clone, Copy)]
-enum Literal {
+pub(super) enum Literal {
     Null,
     True,
     False,
@@ -188,13 +194,39 @@ fn expect_digit(b: &[u8], i: usize) -> Result<(), JsonError> {
     }
 }
 
+/// Which numbers outside the lossless domain [`drive`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Numbers {
+    /// Text that JavaScript reads as `-0`.
+    pub(super) negative_zero: NegativeZero,
+    /// Accept text that JavaScript reads as ±Infinity (as `JSON.parse` does), else refuse it.
+    pub(super) infinity: bool,
+}
+
+impl Numbers {
+    /// Everything `JSON.parse` reads: `-0` and numbers that overflow to ±Infinity included.
+    pub(super) const JSON_PARSE: Numbers = Numbers {
+        negative_zero: NegativeZero::Accept,
+        infinity: true,
+    };
+}
+
+impl From<NegativeZero> for Numbers {
+    fn from(negative_zero: NegativeZero) -> Self {
+        Numbers {
+            negative_zero,
+            infinity: false,
+        }
+    }
+}
+
 /// Scans a number; returns its end and, when needed or asked for, its value. Refuses text that
-/// JavaScript reads as -0 or ±Infinity.
+/// JavaScript reads as -0 or ±Infinity unless `numbers` accepts it.
 fn scan_number(
     text: &str,
     start: usize,
     want_value: bool,
-    negative_zero: NegativeZero,
+    numbers: Numbers,
 ) -> Result<(usize, f64), JsonError> {
     let b = text.as_bytes();
     let mut i = start;
@@ -250,20 +282,21 @@ fn scan_number(
             offset: start,
             message: "malformed number",
         })?;
-        if value.is_infinite() {
+        if value.is_infinite() && !numbers.infinity {
             return Err(JsonError::NonFinite {
                 offset: start,
                 text: clip(slice),
             });
         }
-        if value == 0.0 && value.is_sign_negative() && negative_zero == NegativeZero::Refuse {
+        if value == 0.0 && value.is_sign_negative() && numbers.negative_zero == NegativeZero::Refuse
+        {
             return Err(JsonError::NegativeZero {
                 offset: start,
                 text: clip(slice),
             });
         }
         Ok((i, value))
-    } else if negative && !nonzero && negative_zero == NegativeZero::Refuse {
+    } else if negative && !nonzero && numbers.negative_zero == NegativeZero::Refuse {
         Err(JsonError::NegativeZero {
             offset: start,
             text: clip(slice),
@@ -329,10 +362,10 @@ fn scan_key<'a, S: Sink<'a>>(text: &'a str, pos: usize, sink: &mut S) -> Result<
 }
 
 /// Reads one complete JSON text, reporting its structure to `sink`. Iterative.
-fn drive<'a, S: Sink<'a>>(
+pub(super) fn drive<'a, S: Sink<'a>>(
     text: &'a str,
     limits: &JsonLimits,
-    negative_zero: NegativeZero,
+    numbers: Numbers,
     sink: &mut S,
 ) -> Result<(), JsonError> {
     let b = text.as_bytes();
@@ -362,16 +395,16 @@ fn drive<'a, S: Sink<'a>>(
                 }
                 stack.push(is_object);
                 if is_object {
-                    sink.begin_object();
+                    sink.begin_object(pos);
                 } else {
-                    sink.begin_array();
+                    sink.begin_array(pos);
                 }
                 pos = skip_ws(b, pos + 1);
                 let close = if is_object { b'}' } else { b']' };
                 if b.get(pos) == Some(&close) {
                     stack.pop();
-                    sink.end_container();
                     pos += 1;
+                    sink.end_container(pos);
                 } else if is_object {
                     pos = scan_key(text, pos, sink)?;
                     continue 'value;
@@ -381,24 +414,24 @@ fn drive<'a, S: Sink<'a>>(
             }
             b'"' => {
                 let (end, escaped) = scan_string(b, pos)?;
-                sink.string(&text[pos + 1..end - 1], escaped);
+                sink.string(&text[pos + 1..end - 1], escaped, pos);
                 pos = end;
             }
             b't' => {
+                sink.literal(Literal::True, pos);
                 pos = expect_literal(b, pos, b"true")?;
-                sink.literal(Literal::True);
             }
             b'f' => {
+                sink.literal(Literal::False, pos);
                 pos = expect_literal(b, pos, b"false")?;
-                sink.literal(Literal::False);
             }
             b'n' => {
+                sink.literal(Literal::Null, pos);
                 pos = expect_literal(b, pos, b"null")?;
-                sink.literal(Literal::Null);
             }
             b'-' | b'0'..=b'9' => {
-                let (end, value) = scan_number(text, pos, S::WANTS_NUMBERS, negative_zero)?;
-                sink.number(&text[pos..end], value);
+                let (end, value) = scan_number(text, pos, S::WANTS_NUMBERS, numbers)?;
+                sink.number(&text[pos..end], value, pos);
                 pos = end;
             }
             _ => {
@@ -427,13 +460,13 @@ fn drive<'a, S: Sink<'a>>(
                 }
                 Some(b']') if !is_object => {
                     stack.pop();
-                    sink.end_container();
                     pos += 1;
+                    sink.end_container(pos);
                 }
                 Some(b'}') if is_object => {
                     stack.pop();
-                    sink.end_container();
                     pos += 1;
+                    sink.end_container(pos);
                 }
                 None => {
                     return Err(JsonError::UnexpectedEnd {
@@ -464,13 +497,13 @@ struct NoSink;
 
 impl<'a> Sink<'a> for NoSink {
     const WANTS_NUMBERS: bool = false;
-    fn begin_array(&mut self) {}
-    fn begin_object(&mut self) {}
+    fn begin_array(&mut self, _: usize) {}
+    fn begin_object(&mut self, _: usize) {}
     fn key(&mut self, _: &'a str, _: bool) {}
-    fn string(&mut self, _: &'a str, _: bool) {}
-    fn number(&mut self, _: &'a str, _: f64) {}
-    fn literal(&mut self, _: Literal) {}
-    fn end_container(&mut self) {}
+    fn string(&mut self, _: &'a str, _: bool, _: usize) {}
+    fn number(&mut self, _: &'a str, _: f64, _: usize) {}
+    fn literal(&mut self, _: Literal, _: usize) {}
+    fn end_container(&mut self, _: usize) {}
 }
 
 /// Checks that `text` is one complete JSON text that dsh's lossless boundary accepts.
@@ -488,7 +521,7 @@ impl<'a> Sink<'a> for NoSink {
 /// assert!(matches!(validate("[1,]", &limits), Err(JsonError::Syntax { offset: 3, .. })));
 /// ```
 pub fn validate(text: &str, limits: &JsonLimits) -> Result<(), JsonError> {
-    drive(text, limits, NegativeZero::Refuse, &mut NoSink)
+    drive(text, limits, NegativeZero::Refuse.into(), &mut NoSink)
 }
 
 /// [`validate`] with an explicit [`NegativeZero`] policy.
@@ -497,7 +530,7 @@ pub fn validate_with(
     limits: &JsonLimits,
     negative_zero: NegativeZero,
 ) -> Result<(), JsonError> {
-    drive(text, limits, negative_zero, &mut NoSink)
+    drive(text, limits, negative_zero.into(), &mut NoSink)
 }
 
 /// Like [`validate`], for bytes that must also be UTF-8.
@@ -537,10 +570,10 @@ impl TreeSink {
 
 impl<'a> Sink<'a> for TreeSink {
     const WANTS_NUMBERS: bool = true;
-    fn begin_array(&mut self) {
+    fn begin_array(&mut self, _: usize) {
         self.stack.push(Frame::Arr(Vec::new()));
     }
-    fn begin_object(&mut self) {
+    fn begin_object(&mut self, _: usize) {
         self.stack.push(Frame::Obj(Vec::new(), None));
     }
     fn key(&mut self, raw: &'a str, escaped: bool) {
@@ -548,23 +581,23 @@ impl<'a> Sink<'a> for TreeSink {
             *pending = Some(decode_string(raw, escaped));
         }
     }
-    fn string(&mut self, raw: &'a str, escaped: bool) {
+    fn string(&mut self, raw: &'a str, escaped: bool, _: usize) {
         self.push(JsonValue::String(decode_string(raw, escaped)));
     }
-    fn number(&mut self, text: &'a str, value: f64) {
+    fn number(&mut self, text: &'a str, value: f64, _: usize) {
         self.push(JsonValue::Number(JsonNumber {
             value,
             text: text.into(),
         }));
     }
-    fn literal(&mut self, value: Literal) {
+    fn literal(&mut self, value: Literal, _: usize) {
         self.push(match value {
             Literal::Null => JsonValue::Null,
             Literal::True => JsonValue::Bool(true),
             Literal::False => JsonValue::Bool(false),
         });
     }
-    fn end_container(&mut self) {
+    fn end_container(&mut self, _: usize) {
         let v = match self.stack.pop() {
             Some(Frame::Arr(items)) => JsonValue::Array(items),
             Some(Frame::Obj(entries, _)) => JsonValue::Object(JsonObject::from_entries(entries)),
@@ -597,7 +630,7 @@ pub fn parse_with(
         stack: Vec::new(),
         root: None,
     };
-    drive(text, limits, negative_zero, &mut sink)?;
+    drive(text, limits, negative_zero.into(), &mut sink)?;
     Ok(sink.root.unwrap_or_default())
 }
 
@@ -656,16 +689,16 @@ mod tests {
 
     #[test]
     fn number_scan_checks() {
-        assert!(scan_number("-0.000", 0, false, NegativeZero::Refuse).is_err());
-        assert!(scan_number("-0.001", 0, false, NegativeZero::Refuse).is_ok());
+        assert!(scan_number("-0.000", 0, false, NegativeZero::Refuse.into()).is_err());
+        assert!(scan_number("-0.001", 0, false, NegativeZero::Refuse.into()).is_ok());
         let long_neg_tiny = format!("-0.{}1", "0".repeat(400));
         assert!(matches!(
-            scan_number(&long_neg_tiny, 0, false, NegativeZero::Refuse),
+            scan_number(&long_neg_tiny, 0, false, NegativeZero::Refuse.into()),
             Err(JsonError::NegativeZero { .. })
         ));
         let long_int = "9".repeat(400);
         assert!(matches!(
-            scan_number(&long_int, 0, false, NegativeZero::Refuse),
+            scan_number(&long_int, 0, false, NegativeZero::Refuse.into()),
             Err(JsonError::NonFinite { .. })
         ));
         assert!(validate(&format!("0.{}1", "0".repeat(400)), &lim()).is_ok());

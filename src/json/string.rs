@@ -293,7 +293,27 @@ pub(super) fn decode_string(raw: &str, escaped: bool) -> JsString {
     JsString::from_wtf8_vec(buf)
 }
 
-fn array_index(key: &[u8]) -> Option<u32> {
+/// A property key as bytes (WTF-8): equal keys have equal bytes.
+pub(super) trait PropertyKey {
+    /// The key's WTF-8 bytes.
+    fn key_bytes(&self) -> &[u8];
+}
+
+impl PropertyKey for JsString {
+    fn key_bytes(&self) -> &[u8] {
+        self.as_wtf8()
+    }
+}
+
+impl PropertyKey for String {
+    fn key_bytes(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+/// The array index a property key denotes (`"0"` … `"4294967294"`, no leading zeros), which
+/// JavaScript orders before the other keys.
+pub(crate) fn array_index(key: &[u8]) -> Option<u32> {
     if key.is_empty() || key.len() > 10 || (key.len() > 1 && key[0] == b'0') {
         return None;
     }

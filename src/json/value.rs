@@ -3,11 +3,17 @@
 use std::collections::HashMap;
 use std::fmt;
 
+use super::string::{PropertyKey, array_index};
 use super::write::{Root, write_tree};
 use super::{JsString, JsonError, js_number_to_string, stringify};
 
 /// `Number.MAX_SAFE_INTEGER` as an `f64` (2^53 − 1).
 const MAX_SAFE_F64: f64 = 9_007_199_254_740_991.0;
+
+/// JavaScript's `Number.isSafeInteger(n)`: an integer with |n| ≤ 2^53 − 1.
+pub(crate) fn is_safe_integer(n: f64) -> bool {
+    n.is_finite() && n.fract() == 0.0 && n.abs() <= MAX_SAFE_F64
+}
 
 // ---------------------------------------------------------------------------------------------
 // Value tree
@@ -45,12 +51,7 @@ impl JsonNumber {
 
     /// The value as an integer when it is a safe integer (|n| ≤ 2^53 − 1).
     pub fn as_safe_integer(&self) -> Option<i64> {
-        let v = self.value;
-        if v.fract() == 0.0 && v.abs() <= MAX_SAFE_F64 {
-            Some(v as i64)
-        } else {
-            None
-        }
+        is_safe_integer(self.value).then_some(self.value as i64)
     }
 }
 
@@ -188,16 +189,19 @@ impl fmt::Debug for JsonObject {
     }
 }
 
-fn normalize_entries(mut entries: Vec<(JsString, JsonValue)>) -> Vec<(JsString, JsonValue)> {
+/// Applies `JSON.parse`'s and JavaScript's property rules to members in insertion order: a
+/// repeated key keeps its first position and takes its last value; array-index keys move to the
+/// front in ascending order, the other keys keep their order.
+pub(super) fn normalize_entries<K: PropertyKey, V>(mut entries: Vec<(K, V)>) -> Vec<(K, V)> {
     let n = entries.len();
     // Duplicates: the last value moves into the first occurrence's slot.
     let mut duplicate_of: Vec<Option<usize>> = vec![None; n];
     let mut any_duplicate = false;
     if n <= 16 {
         for i in 1..n {
-            if let Some(j) =
-                (0..i).find(|&j| duplicate_of[j].is_none() && entries[j].0 == entries[i].0)
-            {
+            if let Some(j) = (0..i).find(|&j| {
+                duplicate_of[j].is_none() && entries[j].0.key_bytes() == entries[i].0.key_bytes()
+            }) {
                 duplicate_of[i] = Some(j);
                 any_duplicate = true;
             }
@@ -205,19 +209,19 @@ fn normalize_entries(mut entries: Vec<(JsString, JsonValue)>) -> Vec<(JsString, 
     } else {
         let mut first: HashMap<&[u8], usize> = HashMap::with_capacity(n);
         for (i, (k, _)) in entries.iter().enumerate() {
-            match first.get(k.as_wtf8()) {
+            match first.get(k.key_bytes()) {
                 Some(&j) => {
                     duplicate_of[i] = Some(j);
                     any_duplicate = true;
                 }
                 None => {
-                    first.insert(k.as_wtf8(), i);
+                    first.insert(k.key_bytes(), i);
                 }
             }
         }
     }
     if any_duplicate {
-        let mut slots: Vec<Option<(JsString, JsonValue)>> = entries.drain(..).map(Some).collect();
+        let mut slots: Vec<Option<(K, V)>> = entries.drain(..).map(Some).collect();
         for i in 0..n {
             if let Some(j) = duplicate_of[i]
                 && let Some((_, v)) = slots[i].take()
@@ -228,9 +232,12 @@ fn normalize_entries(mut entries: Vec<(JsString, JsonValue)>) -> Vec<(JsString, 
         }
         entries = slots.into_iter().flatten().collect();
     }
-    if entries.iter().any(|(k, _)| k.array_index().is_some()) {
+    if entries
+        .iter()
+        .any(|(k, _)| array_index(k.key_bytes()).is_some())
+    {
         // Stable: non-index keys keep their insertion order.
-        entries.sort_by_key(|(k, _)| match k.array_index() {
+        entries.sort_by_key(|(k, _)| match array_index(k.key_bytes()) {
             Some(i) => (0u8, i),
             None => (1u8, 0),
         });

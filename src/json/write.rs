@@ -1,5 +1,7 @@
 //! `JSON.stringify`-exact printing: string escaping, ECMAScript number printing, trees.
 
+use std::fmt::Write as _;
+
 use super::string::{Repr, surrogate_at};
 use super::{JsString, JsonError, JsonObject, JsonValue};
 
@@ -27,6 +29,9 @@ pub fn js_number_to_string(x: f64) -> String {
 pub fn write_js_number(out: &mut String, x: f64) {
     if x == 0.0 {
         out.push('0');
+    } else if x.fract() == 0.0 && x.abs() < 1e15 {
+        // An integer this small prints as its digits; i64 holds it exactly.
+        let _ = write!(out, "{}", x as i64);
     } else {
         out.push_str(ryu_js::Buffer::new().format(x));
     }
@@ -56,6 +61,13 @@ pub fn write_js_string(out: &mut String, s: &str) {
     }
     out.push_str(&s[start..]);
     out.push('"');
+}
+
+/// The JSON text of `s` ([`write_js_string`] into a new string).
+pub(crate) fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    write_js_string(&mut out, s);
+    out
 }
 
 fn push_escape(out: &mut String, c: u8) {
