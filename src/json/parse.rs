@@ -180,17 +180,26 @@ fn scan_string(b: &[u8], pos: usize) -> Result<(usize, bool), JsonError> {
     }
 }
 
+/// The error for the byte at `at`: [`JsonError::Syntax`], or [`JsonError::UnexpectedEnd`]
+/// when the text ends before `at`.
+fn unexpected(b: &[u8], at: usize, message: &'static str) -> JsonError {
+    if at < b.len() {
+        JsonError::Syntax {
+            offset: at,
+            message,
+        }
+    } else {
+        JsonError::UnexpectedEnd {
+            offset: b.len(),
+            message,
+        }
+    }
+}
+
 fn expect_digit(b: &[u8], i: usize) -> Result<(), JsonError> {
     match b.get(i) {
         Some(c) if c.is_ascii_digit() => Ok(()),
-        None => Err(JsonError::UnexpectedEnd {
-            offset: b.len(),
-            message: "expected a digit",
-        }),
-        Some(_) => Err(JsonError::Syntax {
-            offset: i,
-            message: "expected a digit",
-        }),
+        _ => Err(unexpected(b, i, "expected a digit")),
     }
 }
 
@@ -244,13 +253,7 @@ fn scan_number(
                 i += 1;
             }
         }
-        _ => {
-            expect_digit(b, i)?;
-            return Err(JsonError::Syntax {
-                offset: i,
-                message: "expected a digit",
-            });
-        }
+        _ => return Err(unexpected(b, i, "expected a digit")),
     }
     if b.get(i) == Some(&b'.') {
         i += 1;
@@ -330,20 +333,8 @@ fn expect_literal(b: &[u8], pos: usize, word: &'static [u8]) -> Result<usize, Js
 /// Scans `"key" ws : ws` at `pos`; returns the position of the value.
 fn scan_key<'a, S: Sink<'a>>(text: &'a str, pos: usize, sink: &mut S) -> Result<usize, JsonError> {
     let b = text.as_bytes();
-    match b.get(pos) {
-        Some(b'"') => {}
-        None => {
-            return Err(JsonError::UnexpectedEnd {
-                offset: b.len(),
-                message: "expected a string key",
-            });
-        }
-        Some(_) => {
-            return Err(JsonError::Syntax {
-                offset: pos,
-                message: "expected a string key",
-            });
-        }
+    if b.get(pos) != Some(&b'"') {
+        return Err(unexpected(b, pos, "expected a string key"));
     }
     let (end, escaped) = scan_string(b, pos)?;
     sink.key(&text[pos + 1..end - 1], escaped);
@@ -468,25 +459,13 @@ pub(super) fn drive<'a, S: Sink<'a>>(
                     pos += 1;
                     sink.end_container(pos);
                 }
-                None => {
-                    return Err(JsonError::UnexpectedEnd {
-                        offset: b.len(),
-                        message: if is_object {
-                            "expected `,` or `}`"
-                        } else {
-                            "expected `,` or `]`"
-                        },
-                    });
-                }
-                Some(_) => {
-                    return Err(JsonError::Syntax {
-                        offset: pos,
-                        message: if is_object {
-                            "expected `,` or `}`"
-                        } else {
-                            "expected `,` or `]`"
-                        },
-                    });
+                _ => {
+                    let message = if is_object {
+                        "expected `,` or `}`"
+                    } else {
+                        "expected `,` or `]`"
+                    };
+                    return Err(unexpected(b, pos, message));
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! The value tree: [`JsonValue`], [`JsonObject`] (JavaScript key order), [`JsonNumber`].
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::fmt;
 
 use super::string::{PropertyKey, array_index};
@@ -374,95 +375,116 @@ impl JsonValue {
         matches!(self, JsonValue::Array(_) | JsonValue::Object(_))
     }
 
-    /// A shallow copy of a scalar (`None` for containers).
-    fn clone_scalar(&self) -> Option<JsonValue> {
-        Some(match self {
-            JsonValue::Null => JsonValue::Null,
-            JsonValue::Bool(b) => JsonValue::Bool(*b),
-            JsonValue::Number(n) => JsonValue::Number(n.clone()),
-            JsonValue::String(s) => JsonValue::String(s.clone()),
-            JsonValue::Array(_) | JsonValue::Object(_) => return None,
-        })
-    }
-
     /// Converts a `serde_json` value, with JavaScript semantics: integers become `f64` (as in
     /// JavaScript, precision beyond 2^53 is lost), keys are ordered as JavaScript orders them
     /// (after `serde_json`'s own map order). Refuses `-0`.
     pub fn from_serde(value: &serde_json::Value) -> Result<JsonValue, JsonError> {
-        enum Frame<'a> {
-            Arr(std::slice::Iter<'a, serde_json::Value>, Vec<JsonValue>),
-            Obj(
-                serde_json::map::Iter<'a>,
-                Vec<(JsString, JsonValue)>,
-                Option<JsString>,
-            ),
-        }
-        fn scalar(v: &serde_json::Value) -> Result<Option<JsonValue>, JsonError> {
-            Ok(Some(match v {
-                serde_json::Value::Null => JsonValue::Null,
-                serde_json::Value::Bool(b) => JsonValue::Bool(*b),
+        fn open(
+            v: &serde_json::Value,
+        ) -> Result<
+            TreeNode<'_, serde_json::Value, impl Iterator<Item = MemberRef<'_, serde_json::Value>>>,
+            JsonError,
+        > {
+            Ok(match v {
+                serde_json::Value::Null => TreeNode::Leaf(JsonValue::Null),
+                serde_json::Value::Bool(b) => TreeNode::Leaf(JsonValue::Bool(*b)),
                 serde_json::Value::Number(n) => {
                     let f = n.as_f64().unwrap_or(f64::NAN);
-                    JsonValue::number(f).ok_or_else(|| JsonError::NotLosslessNumber {
-                        value: n.to_string(),
-                    })?
+                    TreeNode::Leaf(JsonValue::number(f).ok_or_else(|| {
+                        JsonError::NotLosslessNumber {
+                            value: n.to_string(),
+                        }
+                    })?)
                 }
-                serde_json::Value::String(s) => JsonValue::String(JsString::from(s.as_str())),
-                _ => return Ok(None),
-            }))
+                serde_json::Value::String(s) => {
+                    TreeNode::Leaf(JsonValue::String(JsString::from(s.as_str())))
+                }
+                serde_json::Value::Array(a) => TreeNode::Array(a.iter(), a.len()),
+                serde_json::Value::Object(o) => TreeNode::Object(
+                    o.iter().map(|(k, v)| (JsString::from(k.as_str()), v)),
+                    o.len(),
+                ),
+            })
         }
-        fn open(v: &serde_json::Value) -> Option<Frame<'_>> {
-            match v {
-                serde_json::Value::Array(a) => {
-                    Some(Frame::Arr(a.iter(), Vec::with_capacity(a.len())))
-                }
-                serde_json::Value::Object(o) => {
-                    Some(Frame::Obj(o.iter(), Vec::with_capacity(o.len()), None))
-                }
-                _ => None,
+        build_tree(value, open, JsonObject::from_entries)
+    }
+}
+
+/// A member of a source tree: the key for the new object, and the value to copy.
+type MemberRef<'a, T> = (JsString, &'a T);
+
+/// One node of a tree that [`build_tree`] copies into a [`JsonValue`].
+enum TreeNode<'a, T, O> {
+    /// A finished value (a scalar).
+    Leaf(JsonValue),
+    /// An array: its elements and their count.
+    Array(std::slice::Iter<'a, T>, usize),
+    /// An object: its members in order and their count.
+    Object(O, usize),
+}
+
+/// Copies a tree into a [`JsonValue`] without recursion: `open` classifies each node (and may
+/// refuse it), `object` builds an object from its members in order.
+fn build_tree<'a, T, O, E>(
+    root: &'a T,
+    open: impl Fn(&'a T) -> Result<TreeNode<'a, T, O>, E>,
+    object: impl Fn(Vec<(JsString, JsonValue)>) -> JsonObject,
+) -> Result<JsonValue, E>
+where
+    O: Iterator<Item = MemberRef<'a, T>>,
+{
+    enum Frame<'a, T, O> {
+        Arr(std::slice::Iter<'a, T>, Vec<JsonValue>),
+        Obj(O, Vec<(JsString, JsonValue)>, Option<JsString>),
+    }
+    let mut stack: Vec<Frame<'a, T, O>> = Vec::new();
+    let mut current = root;
+    loop {
+        // Open `current`: a leaf is finished at once, a container goes on the stack.
+        let mut done = match open(current)? {
+            TreeNode::Leaf(v) => Some(v),
+            TreeNode::Array(items, n) => {
+                stack.push(Frame::Arr(items, Vec::with_capacity(n)));
+                None
             }
-        }
-        if let Some(v) = scalar(value)? {
-            return Ok(v);
-        }
-        let mut stack: Vec<Frame<'_>> = open(value).into_iter().collect();
+            TreeNode::Object(members, n) => {
+                stack.push(Frame::Obj(members, Vec::with_capacity(n), None));
+                None
+            }
+        };
+        // Attach finished values, closing containers, until a child is left to open.
         loop {
-            let Some(top) = stack.last_mut() else {
-                return Ok(JsonValue::Null);
-            };
-            let next = match top {
-                Frame::Arr(it, _) => it.next(),
-                Frame::Obj(it, _, pending) => it.next().map(|(k, v)| {
-                    *pending = Some(JsString::from(k.as_str()));
+            if let Some(v) = done.take() {
+                match stack.last_mut() {
+                    Some(Frame::Arr(_, items)) => items.push(v),
+                    Some(Frame::Obj(_, entries, pending)) => {
+                        if let Some(k) = pending.take() {
+                            entries.push((k, v));
+                        }
+                    }
+                    None => return Ok(v),
+                }
+            }
+            let child = match stack.last_mut() {
+                Some(Frame::Arr(items, _)) => items.next(),
+                Some(Frame::Obj(members, _, pending)) => members.next().map(|(k, v)| {
+                    *pending = Some(k);
                     v
                 }),
+                None => return Ok(JsonValue::Null),
             };
-            let done = match next {
-                Some(child) => match scalar(child)? {
-                    Some(v) => v,
-                    None => {
-                        if let Some(f) = open(child) {
-                            stack.push(f);
-                        }
-                        continue;
-                    }
-                },
-                None => match stack.pop() {
-                    Some(Frame::Arr(_, items)) => JsonValue::Array(items),
-                    Some(Frame::Obj(_, entries, _)) => {
-                        JsonValue::Object(JsonObject::from_entries(entries))
-                    }
-                    None => return Ok(JsonValue::Null),
-                },
-            };
-            match stack.last_mut() {
-                Some(Frame::Arr(_, items)) => items.push(done),
-                Some(Frame::Obj(_, entries, pending)) => {
-                    if let Some(k) = pending.take() {
-                        entries.push((k, done));
+            match child {
+                Some(c) => {
+                    current = c;
+                    break;
+                }
+                None => {
+                    done = match stack.pop() {
+                        Some(Frame::Arr(_, items)) => Some(JsonValue::Array(items)),
+                        Some(Frame::Obj(_, entries, _)) => Some(JsonValue::Object(object(entries))),
+                        None => None,
                     }
                 }
-                None => return Ok(done),
             }
         }
     }
@@ -518,66 +540,27 @@ impl Drop for JsonValue {
 
 impl Clone for JsonValue {
     fn clone(&self) -> Self {
-        enum Frame<'a> {
-            Arr(std::slice::Iter<'a, JsonValue>, Vec<JsonValue>),
-            Obj(
-                std::slice::Iter<'a, (JsString, JsonValue)>,
-                Vec<(JsString, JsonValue)>,
-                Option<JsString>,
-            ),
-        }
-        fn open(v: &JsonValue) -> Option<Frame<'_>> {
-            match v {
-                JsonValue::Array(a) => Some(Frame::Arr(a.iter(), Vec::with_capacity(a.len()))),
-                JsonValue::Object(o) => Some(Frame::Obj(
-                    o.entries.iter(),
-                    Vec::with_capacity(o.len()),
-                    None,
-                )),
-                _ => None,
-            }
-        }
-        if let Some(v) = self.clone_scalar() {
-            return v;
-        }
-        let mut stack: Vec<Frame<'_>> = open(self).into_iter().collect();
-        loop {
-            let Some(top) = stack.last_mut() else {
-                return JsonValue::Null;
-            };
-            let next = match top {
-                Frame::Arr(it, _) => it.next(),
-                Frame::Obj(it, _, pending) => it.next().map(|(k, v)| {
-                    *pending = Some(k.clone());
-                    v
-                }),
-            };
-            let done = match next {
-                Some(child) => match child.clone_scalar() {
-                    Some(v) => v,
-                    None => {
-                        if let Some(f) = open(child) {
-                            stack.push(f);
-                        }
-                        continue;
-                    }
-                },
-                None => match stack.pop() {
-                    Some(Frame::Arr(_, items)) => JsonValue::Array(items),
-                    // Already in JavaScript order and unique.
-                    Some(Frame::Obj(_, entries, _)) => JsonValue::Object(JsonObject { entries }),
-                    None => return JsonValue::Null,
-                },
-            };
-            match stack.last_mut() {
-                Some(Frame::Arr(_, items)) => items.push(done),
-                Some(Frame::Obj(_, entries, pending)) => {
-                    if let Some(k) = pending.take() {
-                        entries.push((k, done));
-                    }
+        fn open(
+            v: &JsonValue,
+        ) -> Result<
+            TreeNode<'_, JsonValue, impl Iterator<Item = MemberRef<'_, JsonValue>>>,
+            Infallible,
+        > {
+            Ok(match v {
+                JsonValue::Null => TreeNode::Leaf(JsonValue::Null),
+                JsonValue::Bool(b) => TreeNode::Leaf(JsonValue::Bool(*b)),
+                JsonValue::Number(n) => TreeNode::Leaf(JsonValue::Number(n.clone())),
+                JsonValue::String(s) => TreeNode::Leaf(JsonValue::String(s.clone())),
+                JsonValue::Array(a) => TreeNode::Array(a.iter(), a.len()),
+                JsonValue::Object(o) => {
+                    TreeNode::Object(o.entries.iter().map(|(k, v)| (k.clone(), v)), o.len())
                 }
-                None => return done,
-            }
+            })
+        }
+        // Members are already in JavaScript order and unique.
+        match build_tree(self, open, |entries| JsonObject { entries }) {
+            Ok(v) => v,
+            Err(never) => match never {},
         }
     }
 }
