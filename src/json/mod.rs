@@ -20,6 +20,13 @@
 //!
 //! Parsing, printing, comparing, cloning and dropping are all iterative: nesting depth is
 //! bounded only by [`JsonLimits::max_depth`], never by the thread's stack.
+//!
+//! The files, by concept: `parse` (the one scanner, validation, the value-tree reader),
+//! `string` ([`JsString`], property keys), `value` ([`JsonValue`], [`JsonObject`],
+//! [`JsonNumber`]), `write` (string escaping, number printing, `JSON.stringify`), `raw`
+//! (member source slices), `doc` (a spanned document for the session rules, read by the same
+//! scanner), `js` (JavaScript value semantics for the projections: [`JsVal`], property access,
+//! strict equality, property keys), `limits` and `error`.
 
 mod doc;
 mod error;
