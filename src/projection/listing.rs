@@ -13,9 +13,9 @@
 //! - `titleSource`: `source.kind` of the last `session/title` (`null` before the first);
 //!   `user` means the title is pinned.
 
-use super::js::push_number;
 use super::{DecodeError, Fold};
 use crate::event::Event;
+use crate::json::write_js_number;
 use crate::json::{JsonLimits, JsonValue, parse, write_js_string, write_json};
 
 /// The unit's key.
@@ -92,7 +92,7 @@ impl Listing {
     /// The state (and view) as JSON text.
     pub fn to_json(&self) -> String {
         let mut out = String::from("{\"turnsEnded\":");
-        push_number(&mut out, self.turns_ended);
+        write_js_number(&mut out, self.turns_ended);
         out.push_str(",\"openTurn\":");
         match &self.open_turn {
             Some(v) => write_json(&mut out, v),
@@ -105,10 +105,10 @@ impl Listing {
         out.push_str(",\"lastEnd\":");
         opt_str(&mut out, &self.last_end);
         out.push_str(",\"userMessages\":");
-        push_number(&mut out, self.user_messages);
+        write_js_number(&mut out, self.user_messages);
         out.push_str(",\"lastUserTime\":");
         match self.last_user_time {
-            Some(t) => push_number(&mut out, t),
+            Some(t) => write_js_number(&mut out, t),
             None => out.push_str("null"),
         }
         out.push_str(",\"titleSource\":");

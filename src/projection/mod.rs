@@ -71,7 +71,6 @@
 //! );
 //! ```
 
-pub(crate) mod js;
 pub mod listing;
 pub mod projcache;
 pub mod stats;
@@ -83,7 +82,7 @@ use std::fmt;
 use std::sync::Arc;
 use thiserror::Error;
 
-pub use js::JsVal;
+pub use crate::json::JsVal;
 pub use listing::{Listing, ListingProjection};
 pub use stats::{SessionStats, SessionStatsProjection};
 pub use title::{TitleProjection, TitleState};
@@ -793,7 +792,7 @@ impl ProjectionSet {
     pub fn snapshot(&self, states: &SessionProjections) -> String {
         let mut out = String::from("{\"asOfSeq\":");
         let as_of = states.covered() as f64 - 1.0;
-        js::push_number(&mut out, as_of);
+        crate::json::write_js_number(&mut out, as_of);
         out.push_str(",\"values\":");
         let mut entries = Vec::new();
         for c in &states.cells {
@@ -804,7 +803,7 @@ impl ProjectionSet {
         }
         crate::json::write_json(
             &mut out,
-            &crate::json::JsonValue::Object(js::js_object(entries)),
+            &crate::json::JsonValue::Object(crate::json::JsonObject::from_entries(entries)),
         );
         out.push('}');
         out

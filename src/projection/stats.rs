@@ -23,10 +23,13 @@
 //! - Anything else, and any event on which dsh's fold would throw (a property read on `null`,
 //!   e.g. `data: null`), changes nothing.
 
-use super::js::{JsVal, Throws, parse_data_paths, prop, property_key, push_number};
 use super::{DecodeError, Fold};
 use crate::event::Event;
-use crate::json::{JsString, JsonLimits, JsonValue, parse, write_js_js_string, write_json};
+use crate::json::{
+    JsString, JsonLimits, JsonObject, JsonValue, parse, write_js_js_string, write_js_number,
+    write_json,
+};
+use crate::json::{JsVal, Throws, parse_data_paths, prop, property_key};
 
 /// The unit's key.
 pub const KEY: &str = "sessionStats";
@@ -252,7 +255,7 @@ impl SessionStats {
             out.push('"');
             out.push_str(name);
             out.push_str("\":");
-            push_number(&mut out, *value);
+            write_js_number(&mut out, *value);
         }
         out.push('}');
         out
@@ -297,10 +300,10 @@ impl SessionStats {
                     out.push(',');
                 }
                 out.push_str("\"startTime\":");
-                push_number(&mut out, open.start_time);
+                write_js_number(&mut out, open.start_time);
                 out.push_str(",\"firstTokenTime\":");
                 match open.first_token_time {
-                    Some(t) => push_number(&mut out, t),
+                    Some(t) => write_js_number(&mut out, t),
                     None => out.push_str("null"),
                 }
                 out.push('}');
@@ -312,7 +315,7 @@ impl SessionStats {
             .iter()
             .map(|(k, t)| (k.clone(), JsonValue::number(*t).unwrap_or(JsonValue::Null)))
             .collect();
-        let ordered = super::js::js_object(entries);
+        let ordered = JsonObject::from_entries(entries);
         out.push('{');
         for (i, (k, v)) in ordered.iter().enumerate() {
             if i > 0 {

@@ -7,9 +7,9 @@
 //! such event wins. A user rename (`source.kind == "user"`) **pins** the title: no automatic
 //! writer (fallback or provider) revises it until an explicit refresh.
 
-use super::js::{JsVal, parse_data, prop};
 use super::{DecodeError, Fold};
 use crate::event::{Event, Seq};
+use crate::json::{JsVal, parse_data, prop};
 use crate::json::{JsonLimits, JsonValue, parse, stringify, write_js_string};
 use thiserror::Error;
 
@@ -170,7 +170,7 @@ impl SessionTitle {
             out.push(',');
         }
         out.push_str(&format!("\"eventSeq\":{},\"updatedAt\":", self.event_seq));
-        super::js::push_number(&mut out, self.updated_at as f64);
+        crate::json::write_js_number(&mut out, self.updated_at as f64);
         out.push('}');
         out
     }

@@ -6,9 +6,9 @@
 
 use super::EventLookup;
 use super::error::LookupError;
-use super::jv::Doc;
 use super::surface::Surface;
 use crate::event::{Event, Seq};
+use crate::json::Doc;
 use thiserror::Error;
 
 /// One derived message: the surface node it came from and its JSON text.

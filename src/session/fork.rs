@@ -4,9 +4,9 @@
 
 use super::EventLookup;
 use super::header::fork_child_header;
-use super::jv::Doc;
 use super::state::SessionState;
 use crate::event::{MAX_SAFE_INTEGER, Seq, SessionHeader};
+use crate::json::Doc;
 use thiserror::Error;
 
 /// dsh's `SessionForkError` codes.
@@ -85,12 +85,12 @@ impl ForkError {
 /// Converts a JavaScript-number boundary (as a caller over JSON may pass it) to a seq, with
 /// dsh's `INVALID_BOUNDARY` refusal for `-1`, `0.5`, `2^53` and the like.
 pub fn boundary_from_number(source_id: &str, n: f64) -> Result<Seq, ForkError> {
-    if super::jv::is_safe_integer(n) && n >= 0.0 {
+    if crate::json::is_safe_integer(n) && n >= 0.0 {
         Ok(n as Seq)
     } else {
         Err(ForkError::invalid_number(
             source_id,
-            &super::jv::js_number(n),
+            &crate::json::js_number_to_string(n),
         ))
     }
 }

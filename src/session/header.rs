@@ -1,8 +1,8 @@
 //! Session header rules (§9.1): dsh's `validateSessionHeader` over the typed header.
 
 use super::error::HeaderError;
-use super::jv::Doc;
 use crate::event::{MAX_SAFE_INTEGER, SESSION_FORMAT_VERSION, SessionHeader};
+use crate::json::Doc;
 use crate::json::{self, JsonLimits};
 
 /// Node's `path.isAbsolute` on POSIX (dsh's rule is host-dependent; sessionlog uses the

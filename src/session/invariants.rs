@@ -6,8 +6,8 @@
 //! [`verify`] can report every violation of a log in one pass.
 
 use super::error::{InvariantRule, InvariantViolation};
-use super::jv::{Doc, N};
 use crate::event::{Event, Seq, SurfaceOp};
+use crate::json::{Doc, N};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 

@@ -7,9 +7,9 @@
 
 use super::EventLookup;
 use super::error::{LookupError, ShapeError, Subject};
-use super::jv::{Doc, N, ObjWriter, json_str};
 use super::shape;
 use crate::event::{Event, Seq, SurfaceOp};
+use crate::json::{Doc, N, ObjWriter, json_string};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use thiserror::Error;
@@ -49,7 +49,7 @@ pub struct LegacyView {
 }
 
 fn legacy_id(id: &str, seq: Seq) -> String {
-    json_str(&format!("legacy-message:{id}:{seq}"))
+    json_string(&format!("legacy-message:{id}:{seq}"))
 }
 
 /// Does `obj` have exactly the `required` keys plus possibly some `optional` ones?
@@ -66,7 +66,7 @@ fn record<'d, 't>(v: Option<N<'d, 't>>) -> Option<N<'d, 't>> {
 
 fn safe_int_at_least(v: Option<N<'_, '_>>, min: f64) -> bool {
     v.and_then(|v| v.as_f64())
-        .is_some_and(|n| super::jv::is_safe_integer(n) && n >= min)
+        .is_some_and(|n| crate::json::is_safe_integer(n) && n >= min)
 }
 
 /// The message id carried by a (converted) event, as JSON text.
@@ -213,7 +213,7 @@ pub fn convert_event(
                     });
                     if let (true, Some(f)) = (failure_ok, failure) {
                         let mut w = ObjWriter::new();
-                        w.set("kind", json_str("error"));
+                        w.set("kind", json_string("error"));
                         w.set("error", f.stringify());
                         Some(w.finish())
                     } else {
@@ -235,10 +235,10 @@ pub fn convert_event(
                         error.set(
                             "code",
                             code.map(|c| c.stringify())
-                                .unwrap_or_else(|| json_str("UNKNOWN")),
+                                .unwrap_or_else(|| json_string("UNKNOWN")),
                         );
                         let mut w = ObjWriter::new();
-                        w.set("kind", json_str("error"));
+                        w.set("kind", json_string("error"));
                         w.set("error", error.finish());
                         Some(w.finish())
                     }
@@ -278,7 +278,7 @@ pub fn convert_event(
         let mut w = ObjWriter::new();
         w.spread(&data, &["turn"]);
         w.set("id", legacy_id(session_id, event.seq));
-        w.set("role", json_str("user"));
+        w.set("role", json_string("user"));
         let converted = with_data(event, "user/message", w.finish());
         return finish_message(session_id, &converted, target_id)
             .map(|c| Some(c.unwrap_or(converted)));
@@ -316,7 +316,7 @@ fn finish_message(
             let mut w = ObjWriter::new();
             w.spread(&data, &[]);
             w.set("id", legacy_id(session_id, event.seq));
-            w.set("role", json_str("user"));
+            w.set("role", json_string("user"));
             Ok(Some(with_data(event, "user/message", w.finish())))
         }
         "assistant/message" => {
@@ -327,10 +327,10 @@ fn finish_message(
             if let Some(p) = record(data.get("provenance")) {
                 source.spread(&p, &[]);
             }
-            source.set("kind", json_str("model"));
+            source.set("kind", json_string("model"));
             let mut message = ObjWriter::new();
             message.set("id", legacy_id(session_id, event.seq));
-            message.set("role", json_str("assistant"));
+            message.set("role", json_string("assistant"));
             message.set(
                 "content",
                 data.get("content")
@@ -360,7 +360,7 @@ fn finish_message(
                 _ => Some(legacy_id(session_id, event.seq)),
             };
             let mut block = ObjWriter::new();
-            block.set("type", json_str("tool-result"));
+            block.set("type", json_string("tool-result"));
             block.set("toolCallId", call_id.clone());
             block.set(
                 "content",
@@ -375,13 +375,13 @@ fn finish_message(
                     .unwrap_or_default(),
             );
             let mut source = ObjWriter::new();
-            source.set("kind", json_str("tool"));
+            source.set("kind", json_string("tool"));
             source.set("callId", call_id);
             let mut message = ObjWriter::new();
             if let Some(id) = id {
                 message.set("id", id);
             }
-            message.set("role", json_str("user"));
+            message.set("role", json_string("user"));
             message.set("content", format!("[{}]", block.finish()));
             message.set("source", source.finish());
             let mut w = ObjWriter::new();

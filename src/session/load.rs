@@ -9,7 +9,6 @@
 use super::error::HeaderError;
 use super::header::validate_header;
 use super::invariants::InvariantMode;
-use super::jv::{Doc, N};
 use super::known::{first_unknown_required, format_version_refusal, unknown_type_refusal};
 use super::legacy::{LegacyError, LegacyView};
 use super::state::{SeedError, SessionState};
@@ -17,6 +16,7 @@ use super::{EnvelopeDefect, RawDefects, SourcesDefect, SurfaceOpDefect};
 use crate::event::{
     EnvelopeKey, Event, KeyOrder, Layout, MAX_SAFE_INTEGER, Seq, SessionHeader, SurfaceOp,
 };
+use crate::json::{Doc, N};
 use thiserror::Error;
 
 /// A stored event as read from JSON: the typed event plus what it could not represent.
@@ -160,7 +160,7 @@ fn parse_surface_op(v: N<'_, '_>) -> Result<SurfaceOp, SurfaceOpDefect> {
 }
 
 fn is_seq(n: f64) -> bool {
-    super::jv::is_safe_integer(n) && n >= 0.0
+    crate::json::is_safe_integer(n) && n >= 0.0
 }
 
 /// Reads one stored event from its JSON text without judging it: envelope and marker
@@ -217,7 +217,7 @@ pub fn parse_stored_event(text: &str, fill: Option<(Seq, i64)>) -> Result<Stored
         },
     };
     let time = match root.get("time") {
-        Some(t) => match t.as_f64().filter(|&n| super::jv::is_safe_integer(n)) {
+        Some(t) => match t.as_f64().filter(|&n| crate::json::is_safe_integer(n)) {
             Some(n) => n as i64,
             None => {
                 flag(EnvelopeDefect::BadTime, &mut defects);

@@ -60,7 +60,6 @@ pub mod error;
 pub mod fork;
 pub mod header;
 pub mod invariants;
-pub(crate) mod jv;
 pub mod known;
 pub mod legacy;
 pub mod load;

@@ -5,8 +5,8 @@
 //! over a whole log.
 
 use super::invariants::JsVal;
-use super::jv::{Doc, N, ObjWriter, json_str};
 use crate::event::{Event, KeyOrder, Layout, Seq, SurfaceOp};
+use crate::json::{Doc, N, ObjWriter, json_string};
 use serde::{Deserialize, Serialize};
 
 /// Error code of a synthetic result for a call that never started.
@@ -160,41 +160,41 @@ impl RepairScan {
         for call in &self.pending {
             let started = call.call_seq.is_some();
             let mut source = ObjWriter::new();
-            source.set("kind", json_str("tool"));
+            source.set("kind", json_string("tool"));
             set_js(&mut source, "callId", &call.id);
             let mut text = ObjWriter::new();
-            text.set("type", json_str("text"));
+            text.set("type", json_string("text"));
             text.set(
                 "text",
-                json_str(if started {
+                json_string(if started {
                     OUTCOME_UNKNOWN_TEXT
                 } else {
                     NOT_STARTED_TEXT
                 }),
             );
             let mut block = ObjWriter::new();
-            block.set("type", json_str("tool-result"));
+            block.set("type", json_string("tool-result"));
             set_js(&mut block, "toolCallId", &call.id);
             block.set("isError", "true");
             block.set("content", format!("[{}]", text.finish()));
             let mut message = ObjWriter::new();
             message.set(
                 "id",
-                json_str(&format!(
+                json_string(&format!(
                     "interrupted-tool-result-{}-{seq}",
                     call.id.display()
                 )),
             );
-            message.set("role", json_str("user"));
+            message.set("role", json_string("user"));
             message.set("source", source.finish());
             message.set("content", format!("[{}]", block.finish()));
             let mut error = ObjWriter::new();
             if started {
-                error.set("name", json_str("ToolOutcomeUnknownError"));
-                error.set("code", json_str(TOOL_OUTCOME_UNKNOWN));
+                error.set("name", json_string("ToolOutcomeUnknownError"));
+                error.set("code", json_string(TOOL_OUTCOME_UNKNOWN));
             } else {
-                error.set("name", json_str("ToolNotStartedError"));
-                error.set("code", json_str(TOOL_NOT_STARTED));
+                error.set("name", json_string("ToolNotStartedError"));
+                error.set("code", json_string(TOOL_NOT_STARTED));
             }
             let mut data = ObjWriter::new();
             set_js(&mut data, "turn", &self.open_turn);

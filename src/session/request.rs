@@ -3,8 +3,8 @@
 //! JSON text.
 
 use super::invariants::JsVal;
-use super::jv::{Doc, N, ObjWriter};
 use crate::event::Event;
+use crate::json::{Doc, N, ObjWriter};
 use thiserror::Error;
 
 /// A header or event whose JSON cannot be read.

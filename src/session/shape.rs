@@ -3,21 +3,12 @@
 //! (§4.7 rule 3).
 
 use super::error::{ShapeError, Subject};
-use super::jv::{Doc, N, is_safe_integer, js_number};
 use crate::event::Event;
+use crate::json::{Doc, N, is_safe_integer, js_number_to_string};
 
-/// JSON limits of the session layer: dsh has none, so neither depth nor size is bounded
-/// here (the store bounds record sizes itself).
-pub(crate) const UNBOUNDED: crate::json::JsonLimits = crate::json::JsonLimits {
-    max_depth: usize::MAX,
-    max_bytes: usize::MAX,
-};
-
-/// Parses `data` as lossless JSON (§3): the engine's lossless boundary
-/// ([`crate::json::validate_with`], refusing `-0` and overflow) then a field reader.
+/// Parses `data` as lossless JSON (§3): the engine's lossless boundary (refusing `-0` and
+/// overflow, with no depth or size limit: dsh has none, and the store bounds record sizes).
 pub(crate) fn parse_data_lossless(data: &str) -> Result<Doc<'_>, String> {
-    crate::json::validate_with(data, &UNBOUNDED, crate::json::NegativeZero::Refuse)
-        .map_err(|e| e.to_string())?;
     Doc::parse_lossless(data).map_err(|e| e.to_string())
 }
 
@@ -358,7 +349,7 @@ pub(crate) fn order_key(order: f64) -> u64 {
 
 /// Display of a commit order as JavaScript prints it.
 pub(crate) fn order_display(order: f64) -> String {
-    js_number(order)
+    js_number_to_string(order)
 }
 
 /// The full shape rules dsh applies at load (request header + message shape), used by the

@@ -3,12 +3,12 @@
 
 use super::error::{AppendError, InvariantViolation, ShapeError, StalePlan, Subject, SurfaceError};
 use super::invariants::{InvariantMode, JsVal, Trace, TraceTransition};
-use super::jv::N;
 use super::repair::RepairScan;
 use super::shape;
 use super::surface::{Surface, SurfaceChange, plan_surface};
 use super::{EventLookup, RawDefects};
 use crate::event::{Event, Seq};
+use crate::json::N;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use thiserror::Error;
@@ -321,7 +321,7 @@ impl SessionState {
         }
         let parsed = match mode {
             Mode::Append { prevalidated: true } => {
-                super::jv::Doc::parse_lossless(&event.data).map_err(|e| e.to_string())
+                crate::json::Doc::parse_lossless(&event.data).map_err(|e| e.to_string())
             }
             Mode::Append {
                 prevalidated: false,

@@ -4,7 +4,9 @@
 //! dsh's folds are TypeScript over parsed event payloads. To fold exactly as they do on any
 //! payload (not only the well-formed ones), the built-ins read `data` through these helpers.
 
-use crate::json::{JsString, JsonLimits, JsonObject, JsonValue, parse, write_js_number};
+use super::parse::skip_ws;
+use super::raw::members_valid;
+use super::{JsString, JsonLimits, JsonObject, JsonValue, parse, write_js_number};
 
 /// A JavaScript value copied out of an event payload: `undefined` or a JSON value.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -93,13 +95,13 @@ pub(crate) fn parse_data_paths(text: &str, paths: &[&[&str]]) -> Option<JsVal> {
 }
 
 fn parse_pruned(text: &str, paths: &[&[&str]], depth: usize) -> Option<JsonValue> {
-    let start = crate::json::skip_ws(text.as_bytes(), 0);
+    let start = skip_ws(text.as_bytes(), 0);
     let whole = paths.is_empty() || paths.iter().any(|p| p.is_empty());
     if whole || depth > 8 || text.as_bytes().get(start) != Some(&b'{') {
         return parse(text, &JsonLimits::default()).ok();
     }
     let mut entries = Vec::new();
-    for member in crate::json::members_valid(text, start) {
+    for member in members_valid(text, start) {
         let rest: Vec<&[&str]> = paths
             .iter()
             .filter(|p| p.first().is_some_and(|k| member.key == *k))
@@ -109,7 +111,7 @@ fn parse_pruned(text: &str, paths: &[&[&str]], depth: usize) -> Option<JsonValue
             entries.push((member.key, parse_pruned(member.value, &rest, depth + 1)?));
         }
     }
-    Some(JsonValue::Object(js_object(entries)))
+    Some(JsonValue::Object(JsonObject::from_entries(entries)))
 }
 
 /// JavaScript `ToPropertyKey(value)` for a value that is used as an object key
@@ -162,17 +164,6 @@ pub(crate) fn property_key(value: &JsVal) -> JsString {
     JsString::from_utf16(&units)
 }
 
-/// Appends a number as `JSON.stringify` prints it.
-pub(crate) fn push_number(out: &mut String, x: f64) {
-    write_js_number(out, x);
-}
-
-/// An object built in insertion order with JavaScript's own-property order applied
-/// (array-index keys first, ascending).
-pub(crate) fn js_object(entries: Vec<(JsString, JsonValue)>) -> JsonObject {
-    JsonObject::from_entries(entries)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,17 +197,6 @@ mod tests {
             r#"{}"#,
             r#"{"turn":5,"a\"b":{"turn":9}}"#,
         ];
-        let paths: &[&[&str]] = &[
-            &["message", "source", "callId"],
-            &["message", "source"],
-            &["callId"],
-            &["content"],
-            &["isError"],
-            &["turn"],
-            &["step"],
-            &["usage", "outputTokens"],
-            &["chunk", "type"],
-        ];
         let wanted: Vec<&[&str]> = vec![
             &["message", "source"],
             &["callId"],
@@ -227,10 +207,17 @@ mod tests {
             &["usage"],
             &["chunk"],
         ];
+        // Every kept path, and paths below the kept ones.
+        let deeper: [&[&str]; 3] = [
+            &["message", "source", "callId"],
+            &["usage", "outputTokens"],
+            &["chunk", "type"],
+        ];
+        let paths: Vec<&[&str]> = wanted.iter().copied().chain(deeper).collect();
         for text in texts {
             let full = parse_data(text).unwrap();
             let pruned = parse_data_paths(text, &wanted).unwrap();
-            for path in paths {
+            for path in &paths {
                 assert_eq!(walk(&full, path), walk(&pruned, path), "{text} {path:?}");
             }
         }
