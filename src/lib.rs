@@ -61,9 +61,10 @@ pub use json::{JsonError, JsonLimits};
 pub use log::scan::{BadFrame, RecoveryMode};
 pub use session::InvariantMode;
 pub use session::derive::DerivedMessage;
+pub use session::error::{InvariantRule, InvariantViolation};
 pub use store::{
-    Config, Durability, Events, ForkFailure, Intent, Listed, Receipt, RecoveryReport, Session,
-    SessionInfo, Store, VerifyReport,
+    Config, Durability, Events, ForkFailure, Intent, InvariantCheck, Listed, Receipt,
+    RecoveryReport, Session, SessionInfo, Store, VerifyReport,
 };
 
 #[cfg(feature = "interop")]
@@ -75,5 +76,7 @@ pub use interop::import::{
     Cut, CutAt, FileImportError, ImportOptions, ImportProgress, ImportReport, ImportedSession,
     Source, SourceFormat, discover, import_paths, import_sources,
 };
+#[cfg(feature = "interop")]
+pub use interop::jsonl::{JsonlWriteError, write_event_line, write_header_line};
 #[cfg(feature = "interop")]
 pub use interop::sqlite::SchemaVersion;

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use sessionlog::event::{Seq, SessionHeader};
-use sessionlog::interop::export::{ExportFormat, ExportLayout, export};
-use sessionlog::interop::sqlite::SchemaVersion;
-use sessionlog::store::{Config, Durability, Intent, Session, Store};
+use sessionlog::SchemaVersion;
 use sessionlog::typed::Raw;
+use sessionlog::{Config, Durability, Intent, Session, Store};
+use sessionlog::{ExportFormat, ExportLayout, export};
+use sessionlog::{Seq, SessionHeader};
 
 fn user(id: &str, text: &str) -> String {
     format!(

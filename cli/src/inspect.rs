@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use super::output::{human, json_text, stdout_error};
 use super::{CliResult, ShowArgs, iso_time, open_for_reading};
-use sessionlog::event::SurfaceOp;
-use sessionlog::interop::jsonl;
-use sessionlog::store::SessionInfo;
+use sessionlog::SessionInfo;
+use sessionlog::SurfaceOp;
+use sessionlog::{write_event_line, write_header_line};
 
 fn out_err(e: std::io::Error) -> Box<dyn std::error::Error> {
     stdout_error(e)
@@ -131,9 +131,8 @@ pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let read_err = |e: sessionlog::error::ReadError| {
-        with_advice(format!("reading session \"{id}\" failed: {e}"))
-    };
+    let read_err =
+        |e: sessionlog::ReadError| with_advice(format!("reading session \"{id}\" failed: {e}"));
     if args.events {
         let events = store.events(id, 0..info.event_count).map_err(read_err)?;
         if args.json {
@@ -147,7 +146,7 @@ pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
             let e = e.map_err(read_err)?;
             if args.json {
                 line.clear();
-                jsonl::write_event_line(&mut line, &e)
+                write_event_line(&mut line, &e)
                     .map_err(|err| format!("session \"{id}\" seq {}: {err}", e.seq))?;
                 let sep = if i == 0 { "\n" } else { ",\n" };
                 write!(out, "{sep}{}", json_text(&line)).map_err(out_err)?;
@@ -216,7 +215,7 @@ pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
         }
     } else {
         let header_line =
-            jsonl::write_header_line(&info.header).map_err(|e| format!("session \"{id}\": {e}"))?;
+            write_header_line(&info.header).map_err(|e| format!("session \"{id}\": {e}"))?;
         if args.json {
             let mut v = session_json(&info);
             if let Some(obj) = v.as_object_mut() {

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use sessionlog::store::{Config, Store};
+use sessionlog::{Config, Store};
 
 mod demo;
 mod inspect;
@@ -114,7 +114,7 @@ pub struct ImportArgs {
 pub struct ExportArgs {
     /// jsonl | jsonl-zstd | sqlite15 | sqlite17 | sqlite18.
     #[arg(long, value_parser = parse_format)]
-    pub format: sessionlog::interop::export::ExportFormat,
+    pub format: sessionlog::ExportFormat,
     /// The target: a file for one named session (JSONL) or a database (SQLite); otherwise a
     /// directory that receives dsh's JSONL layout.
     #[arg(long)]
@@ -123,7 +123,7 @@ pub struct ExportArgs {
     pub sessions: Vec<String>,
 }
 
-fn parse_format(s: &str) -> Result<sessionlog::interop::export::ExportFormat, String> {
+fn parse_format(s: &str) -> Result<sessionlog::ExportFormat, String> {
     s.parse()
 }
 
@@ -219,13 +219,10 @@ pub(crate) fn check_is_store(dir: &std::path::Path) -> Result<(), Box<dyn std::e
         )
         .into());
     }
-    let has = |name: &str| std::fs::symlink_metadata(dir.join(name)).is_ok();
-    if !has(sessionlog::log::segment::SEGMENTS_DIR) && !has(sessionlog::store::INDEX_FILE) {
+    if !Store::is_store(dir) {
         return Err(format!(
-            "{} is not a sessionlog store (it has no {}/ and no {}); pass the store's directory with --store DIR (or set SESSIONLOG_STORE)",
+            "{} is not a sessionlog store (it has no segments/ and no index.redb); pass the store's directory with --store DIR (or set SESSIONLOG_STORE)",
             human_path(dir),
-            sessionlog::log::segment::SEGMENTS_DIR,
-            sessionlog::store::INDEX_FILE
         )
         .into());
     }
@@ -241,7 +238,7 @@ fn open_for_reading(dir: &std::path::Path) -> Result<Store, Box<dyn std::error::
             note_pending(&store);
             Ok(store)
         }
-        Err(sessionlog::error::OpenError::NeedsRepair { reason, .. }) => Err(format!(
+        Err(sessionlog::OpenError::NeedsRepair { reason, .. }) => Err(format!(
             "the index of {} needs rebuilding ({reason}); `sessionlog verify` shows the damage, \
              `sessionlog recover` rebuilds the index (a damaged last frame is then cut as a torn write)",
             human_path(dir)
@@ -273,9 +270,9 @@ fn recover(dir: &std::path::Path, salvage: bool) -> CliResult {
     }
     let config = Config::default()
         .recovery(if salvage {
-            sessionlog::log::scan::RecoveryMode::SalvageSkippingBadFrames
+            sessionlog::RecoveryMode::SalvageSkippingBadFrames
         } else {
-            sessionlog::log::scan::RecoveryMode::TolerateTornTail
+            sessionlog::RecoveryMode::TolerateTornTail
         })
         .check_index(true);
     let store = Store::open(dir, config)?;
@@ -353,7 +350,7 @@ fn crash_writer(dir: &std::path::Path, threads: u64) -> Result<(), Box<dyn std::
     // The synthetic workload does not follow dsh's turn/step invariants; surface rules apply.
     let store = Arc::new(Store::open(
         dir,
-        Config::default().invariants(sessionlog::session::InvariantMode::Off),
+        Config::default().invariants(sessionlog::InvariantMode::Off),
     )?);
     let out = Arc::new(std::sync::Mutex::new(std::io::stdout()));
     let handles: Vec<_> = (0..threads)
@@ -364,7 +361,7 @@ fn crash_writer(dir: &std::path::Path, threads: u64) -> Result<(), Box<dyn std::
                 let id = format!("w{t}");
                 if store.len(&id).is_none() {
                     store
-                        .create_session(sessionlog::event::SessionHeader::new(id.clone(), 1))
+                        .create_session(sessionlog::SessionHeader::new(id.clone(), 1))
                         .map_err(|e| e.to_string())?;
                 }
                 let mut seq = store.len(&id).unwrap_or(0);

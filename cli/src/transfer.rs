@@ -6,14 +6,14 @@ use std::process::ExitCode;
 use super::output::{human, human_lines, human_path};
 use super::progress::Progress;
 use super::{CliResult, ExportArgs, ImportArgs, open_for_reading};
-use sessionlog::interop::export::{self, ExportFormat, ExportLayout};
-use sessionlog::interop::import::{self, ImportOptions};
-use sessionlog::store::{Config, Store};
+use sessionlog::{Config, Store};
+use sessionlog::{ExportFormat, ExportLayout};
+use sessionlog::{ImportOptions, discover, import_sources};
 
 /// `import [--replay-fixture] [--skip-existing] PATH...`
 pub fn import(store_dir: &Path, args: &ImportArgs) -> CliResult {
     // Find and sniff the sources before creating or locking the store.
-    let sources = import::discover(&args.paths)?;
+    let sources = discover(&args.paths)?;
     let store = Store::open(store_dir, Config::default())?;
     let options = ImportOptions {
         replay_fixture: args.replay_fixture,
@@ -21,7 +21,7 @@ pub fn import(store_dir: &Path, args: &ImportArgs) -> CliResult {
         ..ImportOptions::default()
     };
     let bar = Progress::new("import", 0);
-    let report = import::import_sources(&store, &sources, &options, &mut |p| {
+    let report = import_sources(&store, &sources, &options, &mut |p| {
         bar.set(p.phase, p.done, p.total, p.session);
     });
     bar.finish();
@@ -86,7 +86,7 @@ pub fn export(store_dir: &Path, args: &ExportArgs) -> CliResult {
         _ => ExportLayout::Tree,
     };
     let bar = Progress::new("export", 0);
-    let report = export::export(
+    let report = sessionlog::export(
         &store,
         &args.sessions,
         &args.out,

@@ -6,11 +6,9 @@ use std::process::ExitCode;
 
 use super::CliResult;
 use super::progress::Progress;
-use sessionlog::error::OpenError;
-use sessionlog::log::scan::RecoveryMode;
-use sessionlog::session::error::InvariantRule;
-use sessionlog::session::invariants::Trace;
-use sessionlog::store::{Config, Store};
+use sessionlog::RecoveryMode;
+use sessionlog::{Config, Store};
+use sessionlog::{InvariantRule, OpenError};
 
 fn rule_label(rule: InvariantRule) -> &'static str {
     match rule {
@@ -117,40 +115,30 @@ pub fn verify(store_dir: &Path, only: &[String]) -> CliResult {
     let bar = Progress::new("invariants", total);
     let mut done = 0u64;
     let mut violations = 0usize;
-    for (id, n) in &sessions {
-        let mut trace = Trace::new();
-        let events = match store.events(id, 0..*n) {
-            Ok(events) => events,
+    for (id, _) in &sessions {
+        let session = match store.session(id) {
+            Ok(session) => session,
             Err(e) => {
                 lines.push(format!("session \"{id}\": cannot read: {e}"));
                 continue;
             }
         };
-        for (next_seq, e) in events.enumerate() {
-            let e = match e {
-                Ok(e) => e,
-                Err(err) => {
-                    lines.push(format!(
-                        "session \"{id}\": reading stopped at seq {next_seq}: {err}"
-                    ));
-                    break;
-                }
-            };
-            let (t, violation) = trace.check(&e);
-            if let Some(v) = violation {
-                violations += 1;
-                lines.push(format!(
-                    "session \"{id}\" seq {}: {}: {}",
-                    v.seq,
-                    rule_label(v.rule),
-                    v.detail
-                ));
-            }
-            trace.commit(t);
-            done += 1;
-            if done.is_multiple_of(4096) {
-                bar.set("invariants", done, total, id);
-            }
+        let before = done;
+        let check = session.check_invariants(&mut |n| bar.set("invariants", before + n, total, id));
+        done += check.events;
+        for v in &check.violations {
+            violations += 1;
+            lines.push(format!(
+                "session \"{id}\" seq {}: {}: {}",
+                v.seq,
+                rule_label(v.rule),
+                v.detail
+            ));
+        }
+        if let Some((seq, err)) = check.stopped {
+            lines.push(format!(
+                "session \"{id}\": reading stopped at seq {seq}: {err}"
+            ));
         }
     }
     bar.finish();

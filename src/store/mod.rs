@@ -33,7 +33,7 @@ mod session;
 use open::open_index;
 mod verify;
 
-pub use verify::VerifyReport;
+pub use verify::{InvariantCheck, VerifyReport};
 
 pub use session::{ForkFailure, Intent, Session, now_ms};
 

@@ -2,6 +2,9 @@
 //! rebuilt from the log (format-spec §7).
 
 use super::*;
+use crate::error::ReadError;
+use crate::session::error::InvariantViolation;
+use crate::session::invariants::Trace;
 
 impl Store {
     /// Reads every frame of the log and checks it (CRC, record decoding, seq contiguity, and
@@ -421,5 +424,67 @@ impl VerifyReport {
     /// True when nothing is wrong.
     pub fn is_clean(&self) -> bool {
         self.bad_frames.is_empty() && self.problems.is_empty()
+    }
+}
+
+/// What [`Session::check_invariants`] found.
+#[derive(Debug)]
+pub struct InvariantCheck {
+    /// Events checked.
+    pub events: u64,
+    /// Every violation, in seq order.
+    pub violations: Vec<InvariantViolation>,
+    /// Where reading stopped early, and why (the events before it were checked).
+    pub stopped: Option<(Seq, ReadError)>,
+}
+
+impl Session<'_> {
+    /// Replays the session's events through dsh's turn/step/tool invariants (the rules
+    /// [`InvariantMode`] enforces on append) and reports every violation, as `sessionlog
+    /// verify` does. `progress` is called with the number of events checked so far, every 4,096
+    /// events and at the end.
+    pub fn check_invariants(&self, progress: &mut dyn FnMut(u64)) -> InvariantCheck {
+        let mut check = InvariantCheck {
+            events: 0,
+            violations: Vec::new(),
+            stopped: None,
+        };
+        let events = match self.events(0..self.len()) {
+            Ok(events) => events,
+            Err(e) => {
+                check.stopped = Some((0, e));
+                return check;
+            }
+        };
+        let mut trace = Trace::new();
+        for (seq, e) in (0..).zip(events) {
+            let e = match e {
+                Ok(e) => e,
+                Err(err) => {
+                    check.stopped = Some((seq, err));
+                    break;
+                }
+            };
+            let (t, violation) = trace.check(&e);
+            check.violations.extend(violation);
+            trace.commit(t);
+            check.events += 1;
+            if check.events.is_multiple_of(4096) {
+                progress(check.events);
+            }
+        }
+        progress(check.events);
+        check
+    }
+}
+
+impl Store {
+    /// True when `dir` looks like a store: it holds `segments/` or `index.redb` (what a
+    /// read-only open requires; a writable open creates both).
+    pub fn is_store(dir: impl AsRef<Path>) -> bool {
+        let dir = dir.as_ref();
+        [SEGMENTS_DIR, INDEX_FILE]
+            .iter()
+            .any(|name| std::fs::symlink_metadata(dir.join(name)).is_ok())
     }
 }
