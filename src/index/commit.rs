@@ -171,12 +171,7 @@ impl Index {
             let db = self.writer()?;
             let txn = db.begin_write()?;
             txn.delete_table(META)?;
-            txn.delete_table(SESSIONS)?;
-            txn.delete_table(SESSION_IDS)?;
-            txn.delete_table(EVENTS)?;
-            txn.delete_table(SURFACE)?;
-            txn.delete_table(SESSION_STATE)?;
-            txn.delete_table(PROJECTIONS)?;
+            each_data_table!(txn, delete_table);
             create_tables(&txn)?;
             txn.commit()?;
             Ok(())

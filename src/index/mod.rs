@@ -26,6 +26,19 @@ use redb::{Database, ReadOnlyDatabase, TableDefinition};
 
 use crate::error::IndexError;
 
+/// `$txn.$op(T)?` for every table but `meta`, in a fixed order (so that no list of the
+/// tables is written twice).
+macro_rules! each_data_table {
+    ($txn:expr, $op:ident) => {{
+        $txn.$op(SESSIONS)?;
+        $txn.$op(SESSION_IDS)?;
+        $txn.$op(EVENTS)?;
+        $txn.$op(SURFACE)?;
+        $txn.$op(SESSION_STATE)?;
+        $txn.$op(PROJECTIONS)?;
+    }};
+}
+
 mod commit;
 mod guard;
 mod open;
@@ -119,12 +132,7 @@ fn damaged(table: &'static str, detail: String) -> IndexError {
 /// Opens (creating when missing) every table of the index in `txn`.
 fn create_tables(txn: &redb::WriteTransaction) -> Result<(), redb::TableError> {
     txn.open_table(META)?;
-    txn.open_table(SESSIONS)?;
-    txn.open_table(SESSION_IDS)?;
-    txn.open_table(EVENTS)?;
-    txn.open_table(SURFACE)?;
-    txn.open_table(SESSION_STATE)?;
-    txn.open_table(PROJECTIONS)?;
+    each_data_table!(txn, open_table);
     Ok(())
 }
 

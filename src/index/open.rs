@@ -130,12 +130,7 @@ impl Index {
                 // An index of this version has every table: a missing one was lost to
                 // damage, and creating it empty would hide the loss.
                 let txn = db.begin_read()?;
-                txn.open_table(SESSIONS)?;
-                txn.open_table(SESSION_IDS)?;
-                txn.open_table(EVENTS)?;
-                txn.open_table(SURFACE)?;
-                txn.open_table(SESSION_STATE)?;
-                txn.open_table(PROJECTIONS)?;
+                each_data_table!(txn, open_table);
             }
             return Ok(Index {
                 db: Some(Db::Write(db)),
