@@ -1,4 +1,5 @@
-//! One `events` row: its columns checked, decoded into logical events (schema 15 or 17/18), and the small JSON values of its envelope.
+//! One `events` row: its columns checked, decoded into logical events (schema 15 or 17/18), and the
+//! small JSON values of its envelope.
 
 use super::SchemaVersion;
 use super::codec::{self, MAX_PACKED_DATA_BYTES, MAX_SCALAR_DATA_BYTES};
@@ -107,27 +108,12 @@ pub(super) fn decode_row(
             }
             Some(RawSources::Blob(_)) => return Err("source_event_seqs is a blob".into()),
         };
-        let surface_op = match &row.surface_op {
-            None => None,
-            Some(text) => {
-                Some(parse_small(text).map_err(|e| format!("surface_op is not JSON: {e}"))?)
-            }
-        };
+        let surface_op = surface_op_of(row)?;
         let data = match &row.data {
             RawData::Text(t) => t.clone(),
             RawData::Blob(_) => return Err("data is a blob".into()),
         };
-        check_json(&data).map_err(|e| format!("data is not JSON: {e}"))?;
-        return Ok(vec![Decoded {
-            kind: row.kind.clone(),
-            seq: row.seq,
-            time: row.time,
-            data,
-            sources,
-            surface_op,
-            ignorable: row.ignorable == Some(1),
-            packing: Packing::Auto,
-        }]);
+        return scalar_row(row, data, sources, surface_op, Packing::Auto);
     }
     if row.ignorable != Some(0) {
         let sources = match &row.sources {
@@ -137,24 +123,9 @@ pub(super) fn decode_row(
             )),
             Some(RawSources::Json(_)) => return Err("source_event_seqs is text".into()),
         };
-        let surface_op = match &row.surface_op {
-            None => None,
-            Some(text) => {
-                Some(parse_small(text).map_err(|e| format!("surface_op is not JSON: {e}"))?)
-            }
-        };
+        let surface_op = surface_op_of(row)?;
         let data = decode_data(&row.data, MAX_SCALAR_DATA_BYTES)?;
-        check_json(&data).map_err(|e| format!("data is not JSON: {e}"))?;
-        return Ok(vec![Decoded {
-            kind: row.kind.clone(),
-            seq: row.seq,
-            time: row.time,
-            data,
-            sources,
-            surface_op,
-            ignorable: row.ignorable == Some(1),
-            packing: Packing::Scalar,
-        }]);
+        return scalar_row(row, data, sources, surface_op, Packing::Scalar);
     }
     if !chunk_rows::is_chunk_tag(&row.kind) {
         return Err(format!(
@@ -183,6 +154,37 @@ pub(super) fn decode_row(
             packing: e.layout.packing,
         })
         .collect())
+}
+
+/// A row's `surface_op` column parsed as JSON (`None` when null).
+fn surface_op_of(row: &PhysicalRow) -> Result<Option<SmallJson>, String> {
+    match &row.surface_op {
+        None => Ok(None),
+        Some(text) => parse_small(text)
+            .map(Some)
+            .map_err(|e| format!("surface_op is not JSON: {e}")),
+    }
+}
+
+/// The one event of a scalar row, once its `data` is checked to be JSON.
+fn scalar_row(
+    row: &PhysicalRow,
+    data: String,
+    sources: Option<DecodedSources>,
+    surface_op: Option<SmallJson>,
+    packing: Packing,
+) -> Result<Vec<Decoded>, String> {
+    check_json(&data).map_err(|e| format!("data is not JSON: {e}"))?;
+    Ok(vec![Decoded {
+        kind: row.kind.clone(),
+        seq: row.seq,
+        time: row.time,
+        data,
+        sources,
+        surface_op,
+        ignorable: row.ignorable == Some(1),
+        packing,
+    }])
 }
 
 fn decode_data(value: &RawData, max: usize) -> Result<String, String> {
