@@ -7,7 +7,7 @@ use crate::fs::StorageFile;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// An open file of a [`SimFs`].
+/// An open file of a [`SimFs`](super::SimFs).
 #[derive(Debug)]
 pub struct SimFile {
     pub(super) state: Arc<Mutex<State>>,

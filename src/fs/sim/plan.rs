@@ -1,4 +1,5 @@
-//! What a simulation is told: its random generator, options and injected faults, and what it reports.
+//! What a simulation is told: its random generator, options and injected faults, and what it
+//! reports.
 
 use std::path::PathBuf;
 
@@ -76,13 +77,15 @@ impl Default for SimOptions {
     }
 }
 
-/// Scheduled faults. Each countdown counts operations from when [`SimFs::set_faults`] was
+/// Scheduled faults. Each countdown counts operations from when
+/// [`SimFs::set_faults`](super::SimFs::set_faults) was
 /// called; `Some(0)` makes the very next such operation fail.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SimFaults {
     /// The machine goes down after this many more mutating operations (writes, truncations,
     /// syncs, creations, removals): the operation that would exceed it fails (a write may
-    /// leave part of its bytes pending) and so does every later one, until [`SimFs::crash`].
+    /// leave part of its bytes pending) and so does every later one, until
+    /// [`SimFs::crash`](super::SimFs::crash).
     pub crash_after_ops: Option<u64>,
     /// The write after this many more writes fails with `ENOSPC`, after writing a random prefix
     /// of its bytes. One-shot.
@@ -102,7 +105,7 @@ pub struct SimFaults {
     /// A full disk: how many more bytes all files together may grow by. A write that would
     /// grow past it writes what fits and fails with `ENOSPC`; shrinking a file frees space.
     /// Lasts until the schedule is replaced (space is freed by the next
-    /// [`SimFs::set_faults`], a crash or a process restart).
+    /// [`SimFs::set_faults`](super::SimFs::set_faults), a crash or a process restart).
     pub disk_free_bytes: Option<u64>,
 }
 

@@ -1,4 +1,5 @@
-//! [`SimFs`]: the simulated file system's handle, its fault controls and its [`FileSystem`] implementation.
+//! [`SimFs`]: the simulated file system's handle, its fault controls and its [`FileSystem`]
+//! implementation.
 
 use super::file::SimFile;
 use super::plan::{BitFlip, CrashReport, SimFaults, SimOptions, SimRng, SimStats};

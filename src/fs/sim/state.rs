@@ -1,4 +1,5 @@
-//! The simulated machine's state: inodes with durable and current images, directories, pending writes.
+//! The simulated machine's state: inodes with durable and current images, directories, pending
+//! writes.
 
 use super::plan::{SimFaults, SimOptions, SimRng, SimStats};
 use std::collections::{BTreeMap, HashMap};

@@ -146,7 +146,8 @@ impl Codec {
 /// How [`pack`] decides row boundaries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PackPolicy {
-    /// Honour each event's [`Layout::packing`]: `Scalar` events stay single records, a
+    /// Honour each event's [`Layout::packing`](crate::event::Layout::packing): `Scalar` events stay
+    /// single records, a
     /// `RowStart` and the `RowMember`s after it become one row again (split by the codec's
     /// rules only if the codec cannot hold it as is), and runs of `Auto` events are packed
     /// maximally within their batch (a batch begins at each `AutoBatchStart` and at the first

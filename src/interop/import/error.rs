@@ -86,7 +86,8 @@ pub enum FileImportError {
         second: PathBuf,
     },
     /// A source read differently when it was read again for writing than when it was checked
-    /// (sessions are read twice unless they fit in [`ImportOptions::hold_bytes`]). The session
+    /// (sessions are read twice unless they fit in
+    /// [`ImportOptions::hold_bytes`](super::ImportOptions::hold_bytes)). The session
     /// was not written; sessions written before it stay.
     #[error(
         "{}: session \"{session}\" was not imported: the file changed during the import: {detail}; once nothing writes to it, run the import again (with --skip-existing if sessions were imported before this one)",

@@ -1,4 +1,4 @@
-//! Importing dsh session files into a [`Store`].
+//! Importing dsh session files into a [`Store`](crate::store::Store).
 //!
 //! A source is a dsh JSONL log (`session.jsonl`, or `session.jsonl.zstd`), a dsh SQLite
 //! database (schema 15, 17 or 18), or a directory searched recursively for such files (dsh's
@@ -12,7 +12,7 @@
 //!   was cut (file, line or row, reason). Damage followed by a committed `turn/end` is refused.
 //! - All or nothing: every session of every source is read and validated before the first one
 //!   is written, so a refused source leaves the store unchanged. (Each session is then written
-//!   atomically by [`Store::import_session`].)
+//!   atomically by [`Store::import_session`](crate::store::Store::import_session).)
 //! - Streaming: validation keeps only a fingerprint of each session and the sessions are read
 //!   again for writing, so memory is bounded by the largest session, not by the input. A source
 //!   that reads differently the second time is refused ([`FileImportError::Changed`]); the

@@ -1,4 +1,5 @@
-//! The two passes: validate every session (keeping a fingerprint), then read each again and write it.
+//! The two passes: validate every session (keeping a fingerprint), then read each again and write
+//! it.
 
 use super::error::FileImportError;
 use super::read::{ReadSession, Readers, items, location_in, validate};

@@ -217,7 +217,7 @@ pub struct TornTail {
     pub recovered_events: usize,
 }
 
-/// A line that [`write()`] would not reproduce byte for byte.
+/// A line that [`write()`](super::write()) would not reproduce byte for byte.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NonCanonicalLine {
     /// 1-based file line (1 is the header).
@@ -244,7 +244,7 @@ pub struct JsonlLog {
     pub non_canonical: Vec<NonCanonicalLine>,
 }
 
-/// Options for [`read`].
+/// Options for [`read`](super::read()).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadOptions {
     /// Accept dsh's replay-fixture form: records without `seq`/`time` (`seq0`/`time0`) are
@@ -270,7 +270,7 @@ impl Default for ReadOptions {
     }
 }
 
-/// Options for [`write()`].
+/// Options for [`write()`](super::write()).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriteOptions {
     /// Plain or zstd.
