@@ -17,6 +17,8 @@ pub struct Checkpoint {
     /// row `seq` is `covered - 1`).
     pub covered: Seq,
     /// The encoded state ([`ProjectionState::encode`]).
+    ///
+    /// [`ProjectionState::encode`]: super::ProjectionState::encode
     pub bytes: Vec<u8>,
 }
 
@@ -58,6 +60,8 @@ impl Checkpoint {
 
     /// Reads a record written by [`Checkpoint::to_record`] (the state bytes are not decoded
     /// here; [`ProjectionSet::restore`] does that).
+    ///
+    /// [`ProjectionSet::restore`]: super::ProjectionSet::restore
     pub fn from_record(key: impl Into<String>, record: &[u8]) -> Result<Checkpoint, RecordError> {
         let key = key.into();
         let Some((&format, rest)) = record.split_first() else {

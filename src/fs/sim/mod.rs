@@ -43,6 +43,8 @@
 //! assert!(image.starts_with(b"synced"));
 //! # Ok::<(), std::io::Error>(())
 //! ```
+//!
+//! [`FileSystem`]: crate::fs::FileSystem
 
 mod file;
 mod plan;

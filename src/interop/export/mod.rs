@@ -42,6 +42,8 @@
 //!     r#"{"type":"turn/end","seq":1,"time":2,"data":{"turn":1,"reason":{"kind":"completed"}}}"#, "\n",
 //! ));
 //! ```
+//!
+//! [`Packing::AutoBatchStart`]: crate::event::Packing::AutoBatchStart
 
 mod atomic;
 mod jsonl_files;
