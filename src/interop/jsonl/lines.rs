@@ -5,6 +5,7 @@ use super::{MAX_SAFE, parse_value};
 use crate::event::{EnvelopeKey, Event, KeyOrder, Layout, Packing, Seq, SurfaceOp};
 use crate::interop::chunk_rows;
 use crate::json::{self, JsonLimits, JsonValue, NegativeZero, write_js_string};
+use crate::session::load::{envelope_key, key_order as key_order_of};
 
 const CANONICAL_KEYS: [EnvelopeKey; 7] = [
     EnvelopeKey::Type,
@@ -25,19 +26,6 @@ const SURFACE_OP_FIRST_KEYS: [EnvelopeKey; 7] = [
     EnvelopeKey::SourceEventSeqs,
     EnvelopeKey::Ignorable,
 ];
-
-fn envelope_key(name: &str) -> Option<EnvelopeKey> {
-    Some(match name {
-        "type" => EnvelopeKey::Type,
-        "seq" => EnvelopeKey::Seq,
-        "time" => EnvelopeKey::Time,
-        "data" => EnvelopeKey::Data,
-        "sourceEventSeqs" => EnvelopeKey::SourceEventSeqs,
-        "surfaceOp" => EnvelopeKey::SurfaceOp,
-        "ignorable" => EnvelopeKey::Ignorable,
-        _ => return None,
-    })
-}
 
 fn present(e: &Event, k: EnvelopeKey) -> bool {
     match k {
@@ -63,22 +51,6 @@ fn key_sequence(e: &Event) -> Vec<EnvelopeKey> {
             }
             out
         }
-    }
-}
-
-/// The [`KeyOrder`] that reproduces `keys` (the keys of a line, in order).
-pub(super) fn key_order_of(keys: &[EnvelopeKey]) -> KeyOrder {
-    let matches = |order: &[EnvelopeKey]| {
-        let filtered: Vec<EnvelopeKey> =
-            order.iter().copied().filter(|k| keys.contains(k)).collect();
-        filtered == keys
-    };
-    if matches(&CANONICAL_KEYS) {
-        KeyOrder::Canonical
-    } else if matches(&SURFACE_OP_FIRST_KEYS) {
-        KeyOrder::SurfaceOpFirst
-    } else {
-        KeyOrder::Custom(keys.to_vec())
     }
 }
 

@@ -166,7 +166,7 @@ fn parse_value(text: &str) -> Result<JsonValue, JsonError> {
 mod tests {
     use super::*;
     use crate::event::{EnvelopeKey, KeyOrder};
-    use lines::key_order_of;
+    use crate::session::load::key_order as key_order_of;
 
     #[test]
     fn known_types_are_48_and_sorted() {
