@@ -2,6 +2,8 @@
 //! runs, surface links, the watermark, session rows, and the batches a commit writes.
 
 use super::*;
+use crate::error::LogPosition;
+use crate::event::{Seq, SessionHeader};
 
 /// The key bytes a value's CRC covers (format-spec.md §5): a `u64` key as 8 bytes LE, a `&str`
 /// key as its UTF-8 bytes, a byte-array key as is, a `(u64, &str)` key as both concatenated.

@@ -87,7 +87,8 @@ pub struct LoadedSession {
     pub view: LegacyView,
 }
 
-fn envelope_key(key: &str) -> Option<EnvelopeKey> {
+/// The envelope key named `key` in a stored event (`None`: not an envelope key).
+pub(crate) fn envelope_key(key: &str) -> Option<EnvelopeKey> {
     Some(match key {
         "type" => EnvelopeKey::Type,
         "seq" => EnvelopeKey::Seq,
@@ -100,7 +101,8 @@ fn envelope_key(key: &str) -> Option<EnvelopeKey> {
     })
 }
 
-fn key_order(keys: &[EnvelopeKey]) -> KeyOrder {
+/// The [`KeyOrder`] that reproduces `keys` (an event's envelope keys, in order).
+pub(crate) fn key_order(keys: &[EnvelopeKey]) -> KeyOrder {
     use EnvelopeKey as K;
     let canonical = [
         K::Type,

@@ -41,6 +41,7 @@ use std::path::PathBuf;
 
 mod codec;
 mod read;
+mod rows;
 pub mod schema;
 mod write;
 

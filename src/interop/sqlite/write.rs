@@ -286,7 +286,7 @@ fn plan_rows(
         {
             return Err(bad(index, e.seq, "surfaceOp bounds exceed 2^53-1".into()));
         }
-        super::read::check_json(&e.data)
+        super::rows::check_json(&e.data)
             .map_err(|err| bad(index, e.seq, format!("data is not JSON: {err}")))?;
     }
     let scalar = |index: usize, e: &Event| -> Result<RowPlan, SqliteError> {

@@ -1,0 +1,204 @@
+//! Opening the index: read-write, read-only, in memory, checked; the transactions.
+
+use super::guard::guarded;
+use super::values::META_FORMAT_VERSION;
+use super::{
+    Db, EVENTS, INDEX_FORMAT_VERSION, Index, META, PROJECTIONS, SESSION_IDS, SESSION_STATE,
+    SESSIONS, SURFACE, create_tables, damaged,
+};
+use crate::error::IndexError;
+use redb::{Builder, Database, Durability, ReadOnlyDatabase, ReadableDatabase, StorageBackend};
+use std::path::Path;
+
+/// True when a redb error opening or checking the file means the file is unusable and is
+/// best rebuilt from the log: anything but the file being in use or not accessible to us (a
+/// damaged header can make redb read past the end, or call an empty file not a database).
+fn damage_in(e: &redb::DatabaseError) -> bool {
+    match e {
+        redb::DatabaseError::Storage(redb::StorageError::Io(io)) => {
+            io.kind() != std::io::ErrorKind::PermissionDenied
+        }
+        redb::DatabaseError::DatabaseAlreadyOpen => false,
+        _ => true,
+    }
+}
+
+fn open_error(path: &Path, e: redb::DatabaseError) -> IndexError {
+    if damage_in(&e) {
+        damaged(
+            "index.redb",
+            format!("redb cannot open {}: {e}", path.display()),
+        )
+    } else {
+        IndexError::Redb(format!("opening {}: {e}", path.display()))
+    }
+}
+
+/// An in-memory redb backend holding `bytes`.
+fn memory_backend(bytes: &[u8]) -> Result<redb::backends::InMemoryBackend, IndexError> {
+    let backend = redb::backends::InMemoryBackend::new();
+    backend
+        .set_len(bytes.len() as u64)
+        .and_then(|()| backend.write(0, bytes))
+        .map_err(|e| IndexError::Redb(format!("copying the index into memory: {e}")))?;
+    Ok(backend)
+}
+
+impl Index {
+    /// Opens (or creates) `index.redb` for writing. A file redb refuses as corrupt, or that
+    /// makes redb panic, is [`IndexError::Damaged`].
+    pub fn open(path: &Path) -> Result<Index, IndexError> {
+        guarded("index.redb", || {
+            let db = Database::create(path).map_err(|e| open_error(path, e))?;
+            Index::init(db)
+        })
+    }
+
+    /// [`Index::open`], then redb's integrity check (every page checksum of the committed
+    /// trees) and a check of every entry's CRC ([`Index::check_entries`]). For `recover`.
+    pub fn open_checked(path: &Path) -> Result<Index, IndexError> {
+        guarded("index.redb", || {
+            let db = Builder::new()
+                .set_check_integrity_on_open(true)
+                .create(path)
+                .map_err(|e| open_error(path, e))?;
+            let index = Index::init(db)?;
+            if index.load()?.format_version == Some(INDEX_FORMAT_VERSION) {
+                index.check_entries()?;
+            }
+            Ok(index)
+        })
+    }
+
+    /// A new, empty index held in memory (nothing is written to disk).
+    pub fn in_memory() -> Result<Index, IndexError> {
+        guarded("index.redb", || {
+            let db = Builder::new()
+                .create_with_backend(redb::backends::InMemoryBackend::new())
+                .map_err(|e| IndexError::Redb(format!("creating an index in memory: {e}")))?;
+            Index::init(db)
+        })
+    }
+
+    /// A copy of `index.redb` in memory, opened writable there: redb repairs a file whose
+    /// writer crashed in memory, and later commits change only the copy. The file is only
+    /// read.
+    pub fn copy_in_memory(path: &Path) -> Result<Index, IndexError> {
+        let bytes = std::fs::read(path)
+            .map_err(|e| IndexError::Redb(format!("reading {}: {e}", path.display())))?;
+        guarded("index.redb", || {
+            let db = Builder::new()
+                .create_with_backend(memory_backend(&bytes)?)
+                .map_err(|e| open_error(path, e))?;
+            Index::init(db)
+        })
+    }
+
+    /// Opens `index.redb` for a read-only store without modifying it: the file itself when
+    /// its last writer closed it, otherwise (a writer crashed, leaving redb commits that need
+    /// repair) a copy repaired in memory, with the reason.
+    pub fn open_for_reading(path: &Path) -> Result<(Index, Option<String>), IndexError> {
+        let opened = guarded("index.redb", || Ok(ReadOnlyDatabase::open(path)))?;
+        match opened {
+            Ok(db) => Ok((
+                Index {
+                    db: Some(Db::Read(db)),
+                },
+                None,
+            )),
+            Err(redb::DatabaseError::RepairAborted) => Ok((
+                Index::copy_in_memory(path)?,
+                Some("the last writer did not close the index (it crashed or was killed)".into()),
+            )),
+            Err(e) => Err(open_error(path, e)),
+        }
+    }
+
+    fn init(db: Database) -> Result<Index, IndexError> {
+        // An index of another format version keeps its tables as they are (their types may
+        // differ): recovery refuses it or clears it for a rebuild.
+        let version = {
+            let txn = db.begin_read()?;
+            match txn.open_table(META) {
+                Ok(meta) => meta.get(META_FORMAT_VERSION)?.map(|v| v.value().to_vec()),
+                Err(redb::TableError::TableDoesNotExist(_)) => None,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        if let Some(v) = version {
+            if v.get(..4) == Some(&INDEX_FORMAT_VERSION.to_le_bytes()[..]) {
+                // An index of this version has every table: a missing one was lost to
+                // damage, and creating it empty would hide the loss.
+                let txn = db.begin_read()?;
+                each_data_table!(txn, open_table);
+            }
+            return Ok(Index {
+                db: Some(Db::Write(db)),
+            });
+        }
+        let mut txn = db.begin_write()?;
+        // Creating missing tables need not be durable: a lost creation is redone next open.
+        txn.set_durability(Durability::None)?;
+        create_tables(&txn)?;
+        txn.commit()?;
+        Ok(Index {
+            db: Some(Db::Write(db)),
+        })
+    }
+
+    /// Opens an existing `index.redb` read-only (fails when a crashed writer left commits that
+    /// need repair; [`Index::open_for_reading`] handles that).
+    pub fn open_read_only(path: &Path) -> Result<Index, IndexError> {
+        guarded("index.redb", || {
+            Ok(Index {
+                db: Some(Db::Read(
+                    ReadOnlyDatabase::open(path).map_err(|e| open_error(path, e))?,
+                )),
+            })
+        })
+    }
+
+    /// redb's integrity check (every page checksum; repairs in place, so use it on a writable
+    /// index or an in-memory copy). `Ok(false)` when redb had to repair something.
+    pub fn check_integrity(&mut self) -> Result<bool, IndexError> {
+        let Some(Db::Write(db)) = &mut self.db else {
+            return Err(IndexError::Redb(
+                "the integrity check needs a writable index or an in-memory copy".into(),
+            ));
+        };
+        guarded("index.redb", || match db.check_integrity() {
+            Ok(clean) => Ok(clean),
+            Err(e) if damage_in(&e) => Err(damaged(
+                "index.redb",
+                format!("redb's integrity check failed: {e}"),
+            )),
+            Err(e) => Err(IndexError::Redb(e.to_string())),
+        })
+    }
+
+    /// True when the index accepts commits (a read-write file, or a copy in memory).
+    pub fn is_writable(&self) -> bool {
+        matches!(self.db, Some(Db::Write(_)))
+    }
+
+    /// Closes the index (a damaged file may make redb panic even while closing; that is
+    /// caught).
+    pub fn close(self) {
+        drop(self);
+    }
+
+    pub(super) fn begin_read(&self) -> Result<redb::ReadTransaction, IndexError> {
+        Ok(match &self.db {
+            Some(Db::Write(db)) => db.begin_read()?,
+            Some(Db::Read(db)) => db.begin_read()?,
+            None => return Err(IndexError::Redb("the index is closed".into())),
+        })
+    }
+
+    pub(super) fn writer(&self) -> Result<&Database, IndexError> {
+        match &self.db {
+            Some(Db::Write(db)) => Ok(db),
+            _ => Err(IndexError::Redb("the index is open read-only".into())),
+        }
+    }
+}
