@@ -544,7 +544,7 @@ fn tree_export_refuses_overlong_names_up_front() {
     assert!(matches!(e, ExportError::PathTooLong { .. }), "{e}");
     // A path over PATH_MAX through a deep --out directory is refused too.
     let deep: PathBuf = std::iter::once(out.clone())
-        .chain((0..20).map(|_| PathBuf::from("d".repeat(200))))
+        .chain((0..21).map(|_| PathBuf::from("d".repeat(200))))
         .collect();
     let e = export::export(
         &store,

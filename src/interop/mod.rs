@@ -5,6 +5,7 @@
 //! between dsh files (or directories of them) and a [`Store`](crate::store::Store); [`jsonl`],
 //! [`sqlite`] and [`chunk_rows`] are the file formats.
 
+pub(crate) mod atomic;
 pub mod chunk_rows;
 pub mod export;
 pub mod import;

@@ -1,7 +1,8 @@
 //! JSONL output: streaming a session as dsh JSONL, one file or a dsh tree (paths and their limits).
 
 use super::ExportError;
-use super::atomic::{AtomicFile, io};
+use super::atomic::io;
+use crate::interop::atomic::{AtomicFile, TEMP_NAME_EXTRA};
 use crate::event::{Event, Packing, SessionHeader};
 use crate::interop::chunk_rows::{CHUNK_EVENT_TYPE, PackPolicy};
 use crate::interop::jsonl::{self, Compression, JsonlWriteError};
@@ -203,8 +204,6 @@ pub const NAME_MAX: usize = 255;
 /// The longest path the system calls accept, in bytes, including the final NUL (Linux's
 /// `PATH_MAX`).
 pub const PATH_MAX: usize = 4096;
-/// Bytes the temporary file's name adds to the target's (`.<name>.<pid>-<nanos>-<n>.tmp`).
-const TEMP_NAME_EXTRA: usize = 40;
 
 /// An id as error messages show it: whole when short, else its start and its length.
 fn short_id(id: &str) -> String {

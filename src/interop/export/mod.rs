@@ -48,7 +48,6 @@
 mod atomic;
 mod jsonl_files;
 
-pub use atomic::AtomicFile;
 pub use jsonl_files::{
     NAME_MAX, PATH_MAX, check_tree_path, export_jsonl_file, tree_path, write_jsonl,
 };
@@ -63,7 +62,8 @@ use crate::interop::jsonl::{Compression, JsonlPathError, JsonlWriteError};
 use crate::interop::sqlite::{self, SchemaVersion, SqliteError};
 use crate::store::Store;
 
-use atomic::{create_dirs, parent_of};
+use crate::interop::atomic::parent_of;
+use atomic::create_dirs;
 use jsonl_files::duplicate_in_root;
 
 /// An export format (the CLI's `--format` names).

@@ -192,7 +192,7 @@ pub fn import_sources(
         } else {
             Vec::new()
         };
-        let result = store.import_session(s.header, s.events, options.invariants);
+        let result = store.import_stored(s.header, s.events, options.invariants);
         held.release(size);
         if let Err(source) = result {
             let location = location_in(&source.to_string(), &layout);

@@ -1,10 +1,10 @@
 //! Export: write sessions to a new dsh SQLite database of exactly one schema version, with that
 //! version's DDL text, pragmas, column encodings, packed-row limits and hygiene, atomically.
 
+use crate::interop::atomic::{AtomicError, AtomicFile};
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rusqlite::types::Value;
 use rusqlite::{Connection, OpenFlags, params_from_iter};
@@ -110,15 +110,16 @@ where
     }
 
     refuse_existing(path)?;
-    let temp = TempFile::create(path)?;
-    let written = build_database(&temp.path, version, headers, &mut load, &mut report)?;
+    let temp = AtomicFile::create(path).map_err(|e| atomic_error(path, e))?;
+    let temp_path = temp.temp_path().to_owned();
+    let written = build_database(&temp_path, version, headers, &mut load, &mut report)?;
     if options.verify {
-        verify(&temp.path, version, &written, &mut load)?;
+        verify(&temp_path, version, &written, &mut load)?;
     }
     if version.is_packed_layout() {
-        report.warnings.extend(directory_warning(&temp.path));
+        report.warnings.extend(directory_warning(&temp_path));
     }
-    temp.publish(path)?;
+    temp.publish().map_err(|e| atomic_error(path, e))?;
     Ok(report)
 }
 
@@ -379,119 +380,22 @@ fn existing_user_version(path: &Path) -> Option<i64> {
     (app == APPLICATION_ID).then_some(uv)
 }
 
-/// A temporary file next to the export target, removed (with any SQLite journal) unless
-/// published.
-struct TempFile {
-    path: PathBuf,
-    published: bool,
-}
-
-impl TempFile {
-    fn create(target: &Path) -> Result<TempFile, SqliteError> {
-        let dir = match target.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-            _ => PathBuf::from("."),
-        };
-        let name = target
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "export.db".into());
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        for attempt in 0..100u32 {
-            let candidate = dir.join(format!(
-                ".{name}.sessionlog-tmp-{}-{nanos:x}-{attempt}",
-                std::process::id()
-            ));
-            let mut open = OpenOptions::new();
-            open.write(true).create_new(true);
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::OpenOptionsExt;
-                open.mode(0o600);
-            }
-            match open.open(&candidate) {
-                Ok(_) => {
-                    return Ok(TempFile {
-                        path: candidate,
-                        published: false,
-                    });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(source) => {
-                    return Err(SqliteError::Io {
-                        path: candidate,
-                        context: "cannot create temporary export file",
-                        source,
-                    });
-                }
-            }
-        }
-        Err(SqliteError::Io {
-            path: dir,
-            context: "cannot create a unique temporary export file in",
-            source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
-        })
-    }
-
-    /// Syncs the file and moves it to `target` without replacing anything there.
-    fn publish(mut self, target: &Path) -> Result<(), SqliteError> {
-        let io = |path: &Path, context: &'static str| {
-            let path = path.to_owned();
-            move |source| SqliteError::Io {
-                path,
-                context,
-                source,
-            }
-        };
-        File::open(&self.path)
-            .and_then(|f| f.sync_all())
-            .map_err(io(&self.path, "cannot sync temporary export file"))?;
-        // A hard link fails if the target appeared meanwhile; fall back to rename where the
-        // filesystem has no hard links.
-        match std::fs::hard_link(&self.path, target) {
-            Ok(()) => {
-                std::fs::remove_file(&self.path)
-                    .map_err(io(&self.path, "cannot remove temporary export file"))?;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Err(SqliteError::TargetExists {
-                    path: target.display().to_string(),
-                    existing: existing_user_version(target),
-                });
-            }
-            Err(_) => {
-                refuse_existing(target)?;
-                std::fs::rename(&self.path, target)
-                    .map_err(io(target, "cannot move the export into place at"))?;
-            }
-        }
-        self.published = true;
-        #[cfg(unix)]
-        if let Some(dir) = target.parent() {
-            let dir = if dir.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                dir
-            };
-            File::open(dir)
-                .and_then(|f| f.sync_all())
-                .map_err(io(dir, "cannot sync directory"))?;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        if !self.published {
-            let _ = std::fs::remove_file(&self.path);
-            let mut journal = self.path.clone().into_os_string();
-            journal.push("-journal");
-            let _ = std::fs::remove_file(PathBuf::from(journal));
-        }
+/// An [`AtomicFile`] failure as the SQLite writer reports it.
+fn atomic_error(target: &Path, e: AtomicError) -> SqliteError {
+    match e {
+        AtomicError::Exists(_) => SqliteError::TargetExists {
+            path: target.display().to_string(),
+            existing: existing_user_version(target),
+        },
+        AtomicError::Io {
+            path,
+            context,
+            source,
+        } => SqliteError::Io {
+            path,
+            context,
+            source,
+        },
     }
 }
 
