@@ -186,4 +186,5 @@ impl FileSystem for StdFileSystem {
     }
 }
 
+#[cfg(feature = "internals")]
 pub mod sim;
