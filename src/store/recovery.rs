@@ -361,8 +361,8 @@ impl Tail {
     }
 
     /// Scans the log from `from` and applies every whole operation found (see [`Tail`]).
-    /// Guarantees: every `65_536` events or more, at an operation boundary, the batch is
-    /// committed to the index (not durably, with the watermark just past that operation);
+    /// Guarantees: when the batch holds 65,536 events or more at the end of an operation, it
+    /// is committed to the index (not durably, with the watermark just past that operation);
     /// the scan's counts are in `report`. Returns the scan's report (its end and torn tail).
     fn replay(
         &mut self,
