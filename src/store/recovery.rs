@@ -2,19 +2,19 @@
 //! only the unindexed tail, truncate a torn tail, and bring the index up to date.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{LogPosition, OpenError};
 use crate::event::Seq;
 use crate::index::{Index, IndexBatch, Location, Watermark};
 use crate::log::Segments;
 use crate::log::frame::FrameLimits;
-use crate::log::record::Record;
-use crate::log::scan::{self, BadFrame, RecoveryMode, ScannedFrame};
+use crate::log::record::{EventRecord, Record};
+use crate::log::scan::{self, BadFrame, RecoveryMode, ScanReport, ScannedFrame};
 use crate::log::segment::{self, HeaderCheck, SEGMENT_HEADER_LEN};
 
 use super::commit::Active;
-use super::registry::Registry;
+use super::registry::{Registry, RegistryError};
 
 /// What recovery found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -99,22 +99,64 @@ pub(crate) struct RecoveryInput<'a> {
     pub index_writable: bool,
 }
 
-/// Runs recovery.
+/// Runs recovery: a sequence of phases, each of which states what it guarantees.
+///
+/// 1. [`check_segments`]: the segment files are ours, of a supported version, contiguous.
+/// 2. [`load_index`]: the index's watermark is backed by the log (or the index is rebuilt).
+/// 3. [`Tail::replay`]: the frames past the watermark are applied to the sessions.
+/// 4. [`cut_torn_tail`]: a torn tail is cut from the log.
+/// 5. [`make_durable`]: what the scan read is durable, and the index records it.
+/// 6. [`active_segment`] and [`next_segment_number`]: where the next frame goes.
 pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> {
-    let RecoveryInput {
-        store_dir,
-        segments,
-        index,
-        mode,
-        limits,
-        writable,
-        index_writable,
-    } = input;
     let mut report = RecoveryReport::default();
-    let io = |path: std::path::PathBuf| move |source| OpenError::Io { path, source };
-    let mut numbers = segments.list().map_err(io(segments.dir().to_path_buf()))?;
+    let mut numbers = check_segments(&input, &mut report)?;
+    let loaded = load_index(&input, &numbers, &mut report)?;
+    let from = scan_start(&loaded.watermark, &numbers);
+    report.scanned_from = from;
+    let salvage = input.mode == RecoveryMode::SalvageSkippingBadFrames;
+    let mut tail = Tail::new(loaded.registry, loaded.watermark, input.index_writable, salvage);
+    let scanned = tail.replay(&input, &numbers, from, &mut report)?;
+    let end = cut_torn_tail(&input, &mut numbers, &scanned, &mut report)?;
+    // Whether recovery changed anything the files must record (else a clean open writes
+    // nothing and issues no fsync).
+    let changed = scanned.frames > 0
+        || report.truncated.is_some()
+        || report.index_rebuilt
+        || report.removed_segment.is_some()
+        || loaded.fresh;
+    make_durable(&input, &numbers, from, changed, &mut tail)?;
+    let active = active_segment(&input, &numbers, end, &tail.running, changed)?;
+    let next_segment = next_segment_number(&numbers, report.removed_segment);
+    Ok(Recovered {
+        registry: tail.registry,
+        active,
+        next_segment,
+        watermark: tail.running,
+        report,
+        overlay: tail.overlay,
+    })
+}
 
-    // Segment headers: every file must be ours and of this version; the numbers contiguous.
+/// Maps an I/O error on `path` to [`OpenError::Io`].
+fn io(path: PathBuf) -> impl FnOnce(std::io::Error) -> OpenError {
+    move |source| OpenError::Io { path, source }
+}
+
+/// Phase 1: checks the segment files and returns the numbers of those kept, ascending.
+///
+/// Guarantees, on `Ok`: every segment kept has a valid header of a supported format version
+/// (recorded in `segments` with [`Segments::set_version`]), and the numbers are contiguous.
+/// A last segment torn at its creation (a crash mid-roll: no more than a header's bytes, each
+/// either the expected one or zero) is dropped from the numbers, removed from disk when
+/// `writable`, and reported in [`RecoveryReport::removed_segment`]. Any other bad header is
+/// an error: [`OpenError::UnsupportedFormat`], [`OpenError::Corruption`] or
+/// [`OpenError::NotASegment`]; a gap is [`OpenError::MissingSegment`].
+fn check_segments(
+    input: &RecoveryInput<'_>,
+    report: &mut RecoveryReport,
+) -> Result<Vec<u64>, OpenError> {
+    let segments = input.segments;
+    let numbers = segments.list().map_err(io(segments.dir().to_path_buf()))?;
     let last = numbers.last().copied();
     let mut good = Vec::with_capacity(numbers.len());
     for &n in &numbers {
@@ -137,7 +179,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
             }
             _ if torn_creation => {
                 // Created, but its header never fully reached the disk: a crash mid-roll.
-                if writable {
+                if input.writable {
                     segments.remove(n).map_err(io(path))?;
                 }
                 report.removed_segment = Some(n);
@@ -161,7 +203,12 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
             HeaderCheck::BadMagic => return Err(OpenError::NotASegment { path }),
         }
     }
-    numbers = good;
+    check_contiguous(&good)?;
+    Ok(good)
+}
+
+/// Part of phase 1: `Ok` when `numbers` (ascending) has no gap, else the first missing one.
+fn check_contiguous(numbers: &[u64]) -> Result<(), OpenError> {
     if let (Some(&first), Some(&last)) = (numbers.first(), numbers.last()) {
         for (i, &n) in numbers.iter().enumerate() {
             if n != first + i as u64 {
@@ -173,57 +220,98 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
             }
         }
     }
+    Ok(())
+}
 
-    // The index: its format version, and whether its watermark is still backed by the log.
-    // An index of an older version is derived data: a writable open rebuilds it from the log
-    // (a read-only open never gets here with one: it builds an index in memory instead). A
-    // newer version is refused.
-    let state = index.load()?;
-    let mut old_version = None;
-    if let Some(v) = state.format_version
-        && v != crate::index::INDEX_FORMAT_VERSION
-    {
-        if v > crate::index::INDEX_FORMAT_VERSION {
-            return Err(OpenError::UnsupportedFormat {
-                path: store_dir.join(super::INDEX_FILE),
-                found: v,
-                supported: crate::index::INDEX_FORMAT_VERSION,
-            });
-        }
-        old_version = Some(format!(
-            "the index has format version {v}, this build uses version {}",
-            crate::index::INDEX_FORMAT_VERSION
-        ));
-    }
+/// What [`load_index`] found.
+struct LoadedIndex {
+    /// How far the index covers the log; backed by the log (zero when the index is fresh or
+    /// was rebuilt).
+    watermark: Watermark,
+    /// The sessions as the index records them up to `watermark`.
+    registry: Registry,
+    /// The index recorded no format version (a fresh index): recovery must commit it.
+    fresh: bool,
+}
+
+/// Phase 2: loads the index and decides whether its watermark is backed by the log.
+///
+/// Guarantees, on `Ok`: the returned watermark lies within the segments `numbers` and, when
+/// it names a last frame, that frame is valid in the log; the registry holds the index's
+/// session rows up to it. An index of an older format version, or one whose watermark the
+/// log does not back, is cleared (read-write: [`Index::clear`]) and recovery starts from an
+/// empty registry and a zero watermark ([`RecoveryReport::index_rebuilt`], with the reason);
+/// when the log or the index may not be written, that is [`OpenError::NeedsRepair`]
+/// instead. An index of a newer format version is [`OpenError::UnsupportedFormat`].
+fn load_index(
+    input: &RecoveryInput<'_>,
+    numbers: &[u64],
+    report: &mut RecoveryReport,
+) -> Result<LoadedIndex, OpenError> {
+    let state = input.index.load()?;
+    let fresh = state.format_version.is_none();
+    let old_version = index_version_problem(state.format_version, input.store_dir)?;
     let mut watermark = state.watermark;
     let mut rows = state.sessions;
     let mut next_session = state.next_session;
     let problem = match old_version {
         Some(reason) => Some(reason),
-        None => watermark_problem(segments, &numbers, &watermark, &limits)?,
+        None => watermark_problem(input.segments, numbers, &watermark, &input.limits)?,
     };
     if let Some(reason) = problem {
         // Read-only: an index that claims more than the log holds means acknowledged data is
         // damaged, not a crash; it is refused rather than silently rebuilt (an older version
         // was already replaced by an index built in memory, see `Store::open`).
-        if !writable || !index_writable {
+        if !input.writable || !input.index_writable {
             return Err(OpenError::NeedsRepair {
-                path: store_dir.to_path_buf(),
+                path: input.store_dir.to_path_buf(),
                 reason,
             });
         }
-        index.clear()?;
+        input.index.clear()?;
         rows.clear();
         next_session = 0;
         watermark = Watermark::default();
         report.index_rebuilt = true;
         report.rebuild_reason = Some(reason);
     }
+    Ok(LoadedIndex {
+        watermark,
+        registry: Registry::new(rows.into_iter().map(|(_, row)| row), next_session),
+        fresh,
+    })
+}
 
-    let mut registry = Registry::new(rows.into_iter().map(|(_, row)| row), next_session);
+/// Part of phase 2: the index's format version. An index of an older version is derived
+/// data: a writable open rebuilds it from the log (a read-only open never gets here with
+/// one: it builds an index in memory instead); this returns why (`Some`). A newer version is
+/// refused. `None` for this version or a fresh index.
+fn index_version_problem(
+    format_version: Option<u32>,
+    store_dir: &Path,
+) -> Result<Option<String>, OpenError> {
+    match format_version {
+        Some(v) if v != crate::index::INDEX_FORMAT_VERSION => {
+            if v > crate::index::INDEX_FORMAT_VERSION {
+                return Err(OpenError::UnsupportedFormat {
+                    path: store_dir.join(super::INDEX_FILE),
+                    found: v,
+                    supported: crate::index::INDEX_FORMAT_VERSION,
+                });
+            }
+            Ok(Some(format!(
+                "the index has format version {v}, this build uses version {}",
+                crate::index::INDEX_FORMAT_VERSION
+            )))
+        }
+        _ => Ok(None),
+    }
+}
 
-    // Scan the unindexed tail.
-    let from = if watermark.segment == 0 {
+/// Where the unindexed tail starts: just past the watermark, or the first frame of the
+/// first segment (segment 1 when there is none) for an empty watermark.
+fn scan_start(watermark: &Watermark, numbers: &[u64]) -> LogPosition {
+    if watermark.segment == 0 {
         LogPosition {
             segment: numbers.first().copied().unwrap_or(1),
             offset: SEGMENT_HEADER_LEN,
@@ -233,14 +321,78 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
             segment: watermark.segment,
             offset: watermark.end,
         }
-    };
-    report.scanned_from = from;
-    let mut batch = IndexBatch::default();
-    let mut overlay = Vec::new();
-    let mut dirty: BTreeSet<u64> = BTreeSet::new();
-    let mut running = watermark;
-    let salvage = mode == RecoveryMode::SalvageSkippingBadFrames;
-    let mut visit = |frame: ScannedFrame| -> Result<(), OpenError> {
+    }
+}
+
+/// Phase 3: the unindexed tail replayed onto the sessions the index recorded.
+///
+/// After [`Tail::replay`], `registry` holds every session as of the last whole operation of
+/// the log, `running` is just past that operation's last frame, and everything the index
+/// lacks up to `running` is in `batch` (plus `dirty` rows not yet flushed into it) or, when
+/// the index may not be written, its event locations are in `overlay`.
+struct Tail {
+    registry: Registry,
+    /// Index operations, session rows and event locations not yet committed.
+    batch: IndexBatch,
+    /// Event locations kept in memory instead (an index that may not be written).
+    overlay: Vec<(u64, Seq, Location)>,
+    /// Sessions whose rows changed since they were last put in `batch`.
+    dirty: BTreeSet<u64>,
+    /// Just past the last frame replayed: the index's watermark once `batch` is committed.
+    running: Watermark,
+    /// Events go to `batch` (else to `overlay`), and large batches are committed on the way.
+    index_writable: bool,
+    /// Salvage mode: records of lost sessions and events after a gap are dropped (and
+    /// reported) instead of failing recovery.
+    salvage: bool,
+}
+
+impl Tail {
+    fn new(registry: Registry, watermark: Watermark, index_writable: bool, salvage: bool) -> Tail {
+        Tail {
+            registry,
+            batch: IndexBatch::default(),
+            overlay: Vec::new(),
+            dirty: BTreeSet::new(),
+            running: watermark,
+            index_writable,
+            salvage,
+        }
+    }
+
+    /// Scans the log from `from` and applies every whole operation found (see [`Tail`]).
+    /// Guarantees: when the batch holds 65,536 events or more at the end of an operation, it
+    /// is committed to the index (not durably, with the watermark just past that operation);
+    /// the scan's counts are in `report`. Returns the scan's report (its end and torn tail).
+    fn replay(
+        &mut self,
+        input: &RecoveryInput<'_>,
+        numbers: &[u64],
+        from: LogPosition,
+        report: &mut RecoveryReport,
+    ) -> Result<ScanReport, OpenError> {
+        let mut visit = |frame: ScannedFrame| self.frame(frame, input.index, report);
+        let scanned = scan::scan(
+            input.segments,
+            numbers,
+            from,
+            input.mode,
+            &input.limits,
+            &mut visit,
+        )?;
+        report.frames_scanned = scanned.frames;
+        report.skipped_frames = scanned.skipped.clone();
+        report.torn_operation_frames = scanned.torn_operation_frames;
+        Ok(scanned)
+    }
+
+    /// The scan's visitor: applies one valid frame's records, then advances `running`.
+    fn frame(
+        &mut self,
+        frame: ScannedFrame,
+        index: &Index,
+        report: &mut RecoveryReport,
+    ) -> Result<(), OpenError> {
         let records = match Record::decode_all(&frame.payload) {
             Ok(records) => records,
             Err(_) if frame.dropped => return Ok(()),
@@ -252,211 +404,297 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
             }
         };
         if frame.dropped {
-            // A valid frame of an operation a damaged frame interrupted (salvage): name what
-            // it held, index none of it.
-            for (_, record) in records {
-                if let Record::Event { session, event } = record {
-                    let id = registry.get(session).map_or_else(
-                        || format!("session number {session}"),
-                        |r| r.header.id.clone(),
-                    );
-                    report.dropped_events.push((id, event.seq, frame.position));
-                }
-            }
+            self.report_dropped(records, frame.position, report);
             return Ok(());
         }
-        let corrupt = |reason: String| OpenError::Corruption {
-            position: frame.position,
-            reason,
-        };
         for (record_offset, record) in records {
-            match record {
-                Record::CreateSession { session, header } => {
-                    let rows = registry
-                        .create(session, header, None)
-                        .map_err(|e| corrupt(e.to_string()))?;
-                    dirty.extend(rows.iter().map(|r| r.number));
-                }
-                Record::ForkSession {
-                    session,
-                    parent,
-                    seed_length,
-                    header,
-                } => {
-                    if salvage && registry.get(parent).is_none() {
-                        // The parent's creation was lost: the fork cannot be read.
-                        report
-                            .dropped_events
-                            .push((header.id.clone(), 0, frame.position));
-                        continue;
-                    }
-                    let rows = registry
-                        .create(session, header, Some((parent, seed_length)))
-                        .map_err(|e| corrupt(e.to_string()))?;
-                    dirty.extend(rows.iter().map(|r| r.number));
-                }
-                Record::DeleteSession { session } => {
-                    if salvage && registry.get(session).is_none() {
-                        continue;
-                    }
-                    let (ops, rows) = registry
-                        .delete(session)
-                        .map_err(|e| corrupt(e.to_string()))?;
-                    for r in &rows {
-                        dirty.insert(r.number);
-                    }
-                    for op in &ops {
-                        if let crate::index::IndexOp::Purge { session, .. } = op {
-                            dirty.remove(session);
-                            batch.events.retain(|(s, _, _)| s != session);
-                        }
-                    }
-                    batch.ops.extend(ops);
-                }
-                Record::Event { session, event } => {
-                    let data_len = event.data.len();
-                    match registry.event(session, event.seq, event.time, data_len) {
-                        Ok(_) => {}
-                        Err(super::registry::RegistryError::Gap { id, got, .. }) if salvage => {
-                            report.dropped_events.push((id, got, frame.position));
-                            continue;
-                        }
-                        Err(super::registry::RegistryError::Unknown(n)) if salvage => {
-                            // Its creation record was in a damaged frame.
-                            report.dropped_events.push((
-                                format!("session number {n}"),
-                                event.seq,
-                                frame.position,
-                            ));
-                            continue;
-                        }
-                        Err(e) => return Err(corrupt(e.to_string())),
-                    }
-                    let loc = Location {
-                        segment: frame.position.segment,
-                        frame_offset: frame.position.offset,
-                        frame_len: frame.frame_len,
-                        record_offset,
-                    };
-                    if index_writable {
-                        batch.events.push((session, event.seq, loc));
-                    } else {
-                        overlay.push((session, event.seq, loc));
-                    }
-                    dirty.insert(session);
-                    report.events_recovered += 1;
-                }
-            }
+            self.apply(record_offset, record, &frame, report)?;
         }
-        running = Watermark {
+        self.running = Watermark {
             segment: frame.position.segment,
             end: frame.position.offset + u64::from(frame.frame_len),
             last_frame: frame.position.offset,
         };
-        if index_writable && !frame.continued && batch.events.len() >= 65_536 {
-            flush_rows(&mut batch, &mut dirty, &registry);
-            index.commit(&batch, running, false)?;
-            batch = IndexBatch::default();
+        if self.index_writable && !frame.continued && self.batch.events.len() >= 65_536 {
+            self.commit(index, false)?;
         }
         Ok(())
-    };
-    let scan_report = scan::scan(segments, &numbers, from, mode, &limits, &mut visit)?;
-    report.frames_scanned = scan_report.frames;
-    report.skipped_frames = scan_report.skipped.clone();
-    report.torn_operation_frames = scan_report.torn_operation_frames;
+    }
 
-    // Truncate a torn tail: a torn frame, or an operation whose last frame is missing (which
-    // may have started in an earlier segment: the later segments hold only its frames).
-    let mut end = scan_report.end;
-    if let Some(torn) = &scan_report.torn_tail {
-        let cut = torn.position;
-        if writable {
-            let path = segments.path(cut.segment);
-            let file = segments.file(cut.segment).map_err(io(path.clone()))?;
-            for &n in numbers.iter().rev().filter(|&&n| n > cut.segment) {
-                segments.remove(n).map_err(io(segments.path(n)))?;
+    /// A valid frame of an operation a damaged frame interrupted (salvage): names what it
+    /// held in the report, indexes none of it.
+    fn report_dropped(
+        &self,
+        records: Vec<(u32, Record)>,
+        position: LogPosition,
+        report: &mut RecoveryReport,
+    ) {
+        for (_, record) in records {
+            if let Record::Event { session, event } = record {
+                let id = self.registry.get(session).map_or_else(
+                    || format!("session number {session}"),
+                    |r| r.header.id.clone(),
+                );
+                report.dropped_events.push((id, event.seq, position));
             }
-            file.set_len(cut.offset).map_err(io(path.clone()))?;
-            file.sync_data().map_err(io(path))?;
         }
-        numbers.retain(|&n| n <= cut.segment);
-        end = cut;
-        report.truncated = Some(torn.clone());
-    }
-    let changed = scan_report.frames > 0
-        || report.truncated.is_some()
-        || report.index_rebuilt
-        || report.removed_segment.is_some()
-        || state.format_version.is_none();
-    // What was read may exist only in the page cache: the previous process died before
-    // syncing it, or a truncation after a failed write never reached the disk. Before the
-    // index claims scanned frames durably, the scanned segments are synced; otherwise the
-    // last segment is synced by the committer before anything is written after it (so a
-    // clean open issues no fsync).
-    if writable && changed {
-        for &n in numbers.iter().filter(|&&n| n >= from.segment) {
-            let path = segments.path(n);
-            segments
-                .file(n)
-                .and_then(|f| {
-                    f.sync_data().inspect_err(|_| {
-                        // What the scan read may now be only in the page cache, marked clean
-                        // by the failed sync: write it again so a later sync persists it.
-                        let _ = f
-                            .len()
-                            .and_then(|len| super::commit::rewrite(&*f, len))
-                            .and_then(|()| f.sync_data());
-                    })
-                })
-                .map_err(io(path))?;
-        }
-    }
-    if index_writable && changed {
-        flush_rows(&mut batch, &mut dirty, &registry);
-        index.commit(&batch, running, true)?;
     }
 
-    let active = match numbers.last() {
-        Some(&n) if writable => {
-            let len = if end.segment == n {
-                end.offset
-            } else {
-                segments
-                    .file(n)
-                    .and_then(|f| f.len())
-                    .map_err(io(segments.path(n)))?
-            };
-            Some(Active {
-                number: n,
-                file: segments.file(n).map_err(io(segments.path(n)))?,
-                len,
-                last_frame: if running.segment == n && running.last_frame != u64::MAX {
-                    Some(running.last_frame)
-                } else {
-                    None
-                },
-                // Durable once synced: above when recovery changed anything, else by the
-                // committer before its first write (`unverified`).
-                synced_len: len,
-                unverified: !changed,
-                sealed: segments.version(n) < segment::FORMAT_VERSION,
-            })
+    /// Applies one record of a whole operation's frame.
+    fn apply(
+        &mut self,
+        record_offset: u32,
+        record: Record,
+        frame: &ScannedFrame,
+        report: &mut RecoveryReport,
+    ) -> Result<(), OpenError> {
+        let position = frame.position;
+        match record {
+            Record::CreateSession { session, header } => {
+                let rows = self
+                    .registry
+                    .create(session, header, None)
+                    .map_err(|e| corrupt(position, e))?;
+                self.dirty.extend(rows.iter().map(|r| r.number));
+            }
+            Record::ForkSession {
+                session,
+                parent,
+                seed_length,
+                header,
+            } => {
+                if self.salvage && self.registry.get(parent).is_none() {
+                    // The parent's creation was lost: the fork cannot be read.
+                    report.dropped_events.push((header.id.clone(), 0, position));
+                    return Ok(());
+                }
+                let rows = self
+                    .registry
+                    .create(session, header, Some((parent, seed_length)))
+                    .map_err(|e| corrupt(position, e))?;
+                self.dirty.extend(rows.iter().map(|r| r.number));
+            }
+            Record::DeleteSession { session } => self.delete(session, position)?,
+            Record::Event { session, event } => {
+                let loc = Location {
+                    segment: frame.position.segment,
+                    frame_offset: frame.position.offset,
+                    frame_len: frame.frame_len,
+                    record_offset,
+                };
+                self.event(session, &event, loc, report)?;
+            }
         }
-        _ => None,
+        Ok(())
+    }
+
+    /// A delete record: the index operations it implies join the batch, and events of a
+    /// purged session still in the batch leave it.
+    fn delete(&mut self, session: u64, position: LogPosition) -> Result<(), OpenError> {
+        if self.salvage && self.registry.get(session).is_none() {
+            return Ok(());
+        }
+        let (ops, rows) = self
+            .registry
+            .delete(session)
+            .map_err(|e| corrupt(position, e))?;
+        for r in &rows {
+            self.dirty.insert(r.number);
+        }
+        for op in &ops {
+            if let crate::index::IndexOp::Purge { session, .. } = op {
+                self.dirty.remove(session);
+                self.batch.events.retain(|(s, _, _)| s != session);
+            }
+        }
+        self.batch.ops.extend(ops);
+        Ok(())
+    }
+
+    /// An event record at `loc`: checked against its session (salvage drops one after a gap
+    /// or of a lost session), then indexed (batch or overlay).
+    fn event(
+        &mut self,
+        session: u64,
+        event: &EventRecord,
+        loc: Location,
+        report: &mut RecoveryReport,
+    ) -> Result<(), OpenError> {
+        let position = LogPosition {
+            segment: loc.segment,
+            offset: loc.frame_offset,
+        };
+        let data_len = event.data.len();
+        match self
+            .registry
+            .event(session, event.seq, event.time, data_len)
+        {
+            Ok(_) => {}
+            Err(RegistryError::Gap { id, got, .. }) if self.salvage => {
+                report.dropped_events.push((id, got, position));
+                return Ok(());
+            }
+            Err(RegistryError::Unknown(n)) if self.salvage => {
+                // Its creation record was in a damaged frame.
+                report
+                    .dropped_events
+                    .push((format!("session number {n}"), event.seq, position));
+                return Ok(());
+            }
+            Err(e) => return Err(corrupt(position, e)),
+        }
+        if self.index_writable {
+            self.batch.events.push((session, event.seq, loc));
+        } else {
+            self.overlay.push((session, event.seq, loc));
+        }
+        self.dirty.insert(session);
+        report.events_recovered += 1;
+        Ok(())
+    }
+
+    /// Commits the batch (with the dirty sessions' rows) and the running watermark to the
+    /// index, `durable` or not, and starts an empty batch.
+    fn commit(&mut self, index: &Index, durable: bool) -> Result<(), OpenError> {
+        flush_rows(&mut self.batch, &mut self.dirty, &self.registry);
+        index.commit(&self.batch, self.running, durable)?;
+        self.batch = IndexBatch::default();
+        Ok(())
+    }
+}
+
+/// A frame that passes its CRC but whose records do not apply: corruption at `position`.
+fn corrupt(position: LogPosition, reason: impl std::fmt::Display) -> OpenError {
+    OpenError::Corruption {
+        position,
+        reason: reason.to_string(),
+    }
+}
+
+/// Phase 4: cuts a torn tail: a torn frame, or an operation whose last frame is missing
+/// (which may have started in an earlier segment: the later segments hold only its frames).
+///
+/// Guarantees: with a torn tail, `numbers` ends at the segment of the cut and the tail is
+/// reported in [`RecoveryReport::truncated`]; when `writable`, every later segment was
+/// removed (last first), then the cut segment truncated at the cut and synced. Returns where
+/// the log now ends.
+fn cut_torn_tail(
+    input: &RecoveryInput<'_>,
+    numbers: &mut Vec<u64>,
+    scanned: &ScanReport,
+    report: &mut RecoveryReport,
+) -> Result<LogPosition, OpenError> {
+    let Some(torn) = &scanned.torn_tail else {
+        return Ok(scanned.end);
     };
-    // The next segment follows the last one kept (numbers stay contiguous after a cut removed
-    // later segments); with none left, a removed segment's number is reused.
-    let next_segment = numbers
+    let segments = input.segments;
+    let cut = torn.position;
+    if input.writable {
+        let path = segments.path(cut.segment);
+        let file = segments.file(cut.segment).map_err(io(path.clone()))?;
+        for &n in numbers.iter().rev().filter(|&&n| n > cut.segment) {
+            segments.remove(n).map_err(io(segments.path(n)))?;
+        }
+        file.set_len(cut.offset).map_err(io(path.clone()))?;
+        file.sync_data().map_err(io(path))?;
+    }
+    numbers.retain(|&n| n <= cut.segment);
+    report.truncated = Some(torn.clone());
+    Ok(cut)
+}
+
+/// Phase 5: makes what recovery read and changed durable, when it `changed` anything.
+///
+/// What was read may exist only in the page cache: the previous process died before syncing
+/// it, or a truncation after a failed write never reached the disk. Before the index claims
+/// scanned frames durably, the scanned segments (from `from`'s on) are synced; otherwise the
+/// last segment is synced by the committer before anything is written after it (so a clean
+/// open issues no fsync). Guarantees, on `Ok` with `changed`: when `writable`, every scanned
+/// segment was synced (in order); then, when the index may be written, the tail's batch and
+/// watermark were committed to it durably.
+fn make_durable(
+    input: &RecoveryInput<'_>,
+    numbers: &[u64],
+    from: LogPosition,
+    changed: bool,
+    tail: &mut Tail,
+) -> Result<(), OpenError> {
+    if input.writable && changed {
+        for &n in numbers.iter().filter(|&&n| n >= from.segment) {
+            sync_scanned(input.segments, n)?;
+        }
+    }
+    if input.index_writable && changed {
+        tail.commit(input.index, true)?;
+    }
+    Ok(())
+}
+
+/// Part of phase 5: syncs segment `n`. When the sync fails, what the scan read may now be
+/// only in the page cache, marked clean by the failed sync: it is written again (and synced
+/// once more) so a later sync persists it; the first error is returned either way.
+fn sync_scanned(segments: &Segments, n: u64) -> Result<(), OpenError> {
+    let path = segments.path(n);
+    segments
+        .file(n)
+        .and_then(|f| {
+            f.sync_data().inspect_err(|_| {
+                let _ = f
+                    .len()
+                    .and_then(|len| super::commit::rewrite(&*f, len))
+                    .and_then(|()| f.sync_data());
+            })
+        })
+        .map_err(io(path))
+}
+
+/// Phase 6: the segment the next frame is appended to (read-write only): the last one kept,
+/// at the log's `end` when the scan ended in it (else its length), with the last frame
+/// replayed in it. Durable once synced: by [`make_durable`] when recovery `changed`
+/// anything, else by the committer before its first write (`unverified`). A segment of an
+/// older format version is sealed (the next frame rolls over).
+fn active_segment(
+    input: &RecoveryInput<'_>,
+    numbers: &[u64],
+    end: LogPosition,
+    running: &Watermark,
+    changed: bool,
+) -> Result<Option<Active>, OpenError> {
+    let segments = input.segments;
+    let n = match numbers.last() {
+        Some(&n) if input.writable => n,
+        _ => return Ok(None),
+    };
+    let len = if end.segment == n {
+        end.offset
+    } else {
+        segments
+            .file(n)
+            .and_then(|f| f.len())
+            .map_err(io(segments.path(n)))?
+    };
+    Ok(Some(Active {
+        number: n,
+        file: segments.file(n).map_err(io(segments.path(n)))?,
+        len,
+        last_frame: if running.segment == n && running.last_frame != u64::MAX {
+            Some(running.last_frame)
+        } else {
+            None
+        },
+        synced_len: len,
+        unverified: !changed,
+        sealed: segments.version(n) < segment::FORMAT_VERSION,
+    }))
+}
+
+/// Phase 6: the number of the next segment: the one after the last kept (numbers stay
+/// contiguous after a cut removed later segments); with none left, a `removed` segment's
+/// number is reused (else 1).
+fn next_segment_number(numbers: &[u64], removed: Option<u64>) -> u64 {
+    numbers
         .last()
-        .map_or(report.removed_segment.unwrap_or(1).max(1), |n| n + 1);
-    Ok(Recovered {
-        registry,
-        active,
-        next_segment,
-        watermark: running,
-        report,
-        overlay,
-    })
+        .map_or(removed.unwrap_or(1).max(1), |n| n + 1)
 }
 
 fn flush_rows(batch: &mut IndexBatch, dirty: &mut BTreeSet<u64>, registry: &Registry) {
