@@ -55,12 +55,16 @@ internal_modules!(interop);
 
 pub mod typed;
 
-pub use error::{AppendError, DecodeError, Error, IndexError, LogPosition, OpenError, ReadError};
+pub use error::{
+    AppendError, CompressionError, Damage, DecodeError, Error, IndexError, LogPosition, OpenError,
+    ReadError, ReplayFailure, WriteFailure,
+};
 pub use event::{Event, Seq, SessionHeader, SurfaceOp};
 pub use json::{JsonError, JsonLimits};
 pub use log::scan::{BadFrame, RecoveryMode};
-pub use session::InvariantMode;
 pub use session::derive::DerivedMessage;
+pub use session::error::HeaderError;
+pub use session::{InvariantMode, RuleViolation};
 pub use store::{
     Config, Durability, Events, ForkFailure, Intent, Listed, Receipt, RecoveryReport, Session,
     SessionInfo, Store, VerifyReport,

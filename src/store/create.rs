@@ -1,7 +1,7 @@
 //! Creating a session and importing a whole stored session as one operation.
 
 use std::sync::Arc;
-use crate::error::AppendError;
+use crate::error::{AppendError, ReplayFailure};
 use crate::event::{Event, SessionHeader};
 use crate::index::{IndexOp, NO_NODE};
 use crate::log::record::Record;
@@ -66,10 +66,10 @@ impl Store {
             .config
             .projections
             .fold_all(loaded.view.apply(&events).iter())
-            .map_err(|e| AppendError::Semantics {
+            .map_err(|e| AppendError::Replay {
                 session: id.clone(),
                 seq: 0,
-                reason: e.to_string(),
+                reason: Box::new(ReplayFailure::Fold(e)),
             })?;
         validate_header(&header)?;
         for e in &events {

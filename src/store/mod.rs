@@ -61,6 +61,7 @@ pub use recovery::RecoveryReport;
 use registry::Registry;
 
 pub use config::{Config, Durability};
+pub use registry::RegistryError;
 use config::validate_config;
 
 use append::{

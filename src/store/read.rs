@@ -288,7 +288,10 @@ impl Store {
             };
             state
                 .append(&event, &lookup)
-                .map_err(|e| ReadError::Derive(format!("replaying seq {seq} failed: {e}")))?;
+                .map_err(|e| ReadError::Replay {
+                    seq,
+                    reason: Box::new(e),
+                })?;
         }
         core.state = Some(state);
         Ok(())
@@ -339,7 +342,7 @@ impl Store {
 }
 
 pub(super) fn derive_error(e: crate::session::derive::DeriveError) -> ReadError {
-    ReadError::Derive(e.to_string())
+    ReadError::Derive(Box::new(e))
 }
 
 /// Earlier events of a session, as the semantics ask for them: the batch being appended

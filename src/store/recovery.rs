@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use crate::error::{LogPosition, OpenError};
+use crate::error::{Damage, LogPosition, OpenError};
 use crate::event::Seq;
 use crate::index::{Index, IndexBatch, Location, Watermark};
 use crate::log::Segments;
@@ -155,7 +155,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
                         segment: n,
                         offset: 0,
                     },
-                    reason: format!("segment header: {e}"),
+                    reason: Damage::SegmentHeader(e),
                 });
             }
             HeaderCheck::BadMagic => return Err(OpenError::NotASegment { path }),
@@ -247,7 +247,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
             Err(e) => {
                 return Err(OpenError::Corruption {
                     position: frame.position,
-                    reason: format!("frame passes its CRC but its records do not decode: {e}"),
+                    reason: Damage::Records(e),
                 });
             }
         };
@@ -265,16 +265,14 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
             }
             return Ok(());
         }
-        let corrupt = |reason: String| OpenError::Corruption {
+        let corrupt = |e: super::registry::RegistryError| OpenError::Corruption {
             position: frame.position,
-            reason,
+            reason: Damage::Registry(e),
         };
         for (record_offset, record) in records {
             match record {
                 Record::CreateSession { session, header } => {
-                    let rows = registry
-                        .create(session, header, None)
-                        .map_err(|e| corrupt(e.to_string()))?;
+                    let rows = registry.create(session, header, None).map_err(corrupt)?;
                     dirty.extend(rows.iter().map(|r| r.number));
                 }
                 Record::ForkSession {
@@ -292,16 +290,14 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
                     }
                     let rows = registry
                         .create(session, header, Some((parent, seed_length)))
-                        .map_err(|e| corrupt(e.to_string()))?;
+                        .map_err(corrupt)?;
                     dirty.extend(rows.iter().map(|r| r.number));
                 }
                 Record::DeleteSession { session } => {
                     if salvage && registry.get(session).is_none() {
                         continue;
                     }
-                    let (ops, rows) = registry
-                        .delete(session)
-                        .map_err(|e| corrupt(e.to_string()))?;
+                    let (ops, rows) = registry.delete(session).map_err(corrupt)?;
                     for r in &rows {
                         dirty.insert(r.number);
                     }
@@ -330,7 +326,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
                             ));
                             continue;
                         }
-                        Err(e) => return Err(corrupt(e.to_string())),
+                        Err(e) => return Err(corrupt(e)),
                     }
                     let loc = Location {
                         segment: frame.position.segment,
