@@ -116,8 +116,8 @@ impl Eq for CompressionError {}
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Damage {
     /// The frame does not decode (bad length, CRC, flags, compression).
-    #[error("{0}")]
-    Frame(#[source] DecodeError),
+    #[error(transparent)]
+    Frame(DecodeError),
     /// The segment's header does not decode.
     #[error("segment header: {0}")]
     SegmentHeader(#[source] DecodeError),
@@ -125,8 +125,8 @@ pub enum Damage {
     #[error("frame passes its CRC but its records do not decode: {0}")]
     Records(#[source] DecodeError),
     /// A record does not apply to the sessions the log created before it.
-    #[error("{0}")]
-    Registry(#[source] crate::store::RegistryError),
+    #[error(transparent)]
+    Registry(crate::store::RegistryError),
     /// A frame continues an operation whose earlier frames are missing.
     #[error("the frame continues an operation whose earlier frames are missing")]
     MissingEarlierFrames,
@@ -663,135 +663,5 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::event::SessionHeader;
-    use crate::store::{Config, Store};
-
-    /// One fallible call per operation family, each propagated with `?` as a user's
-    /// `fn main() -> Result<(), sessionlog::Error>` would.
-    fn open_bad_config(dir: &std::path::Path) -> Result<(), Error> {
-        Store::open(dir, Config::default().segment_bytes(16))?;
-        Ok(())
-    }
-    fn create_twice(store: &Store) -> Result<(), Error> {
-        store.create(SessionHeader::new("twice", 1))?;
-        store.create(SessionHeader::new("twice", 1))?;
-        Ok(())
-    }
-    fn read_missing(store: &Store) -> Result<(), Error> {
-        store.session("missing")?;
-        Ok(())
-    }
-    fn index_failure() -> Result<(), Error> {
-        Err(IndexError::Malformed {
-            table: "sessions",
-            detail: "test".into(),
-        })?;
-        Ok(())
-    }
-    fn fork_missing(store: &Store) -> Result<(), Error> {
-        store.fork("missing", None, Some("child"))?;
-        Ok(())
-    }
-    fn typed_empty_id() -> Result<(), Error> {
-        crate::typed::MessageId::new("")?;
-        Ok(())
-    }
-    fn json_invalid() -> Result<(), Error> {
-        crate::json::validate("{", &crate::json::JsonLimits::default())?;
-        Ok(())
-    }
-    #[cfg(feature = "interop")]
-    fn import_missing(store: &Store, path: &std::path::Path) -> Result<(), Error> {
-        crate::interop::import::import_paths(
-            store,
-            &[path.to_path_buf()],
-            &crate::interop::import::ImportOptions::default(),
-            &mut |_| {},
-        )?;
-        Ok(())
-    }
-    #[cfg(feature = "interop")]
-    fn export_missing(store: &Store, out: &std::path::Path) -> Result<(), Error> {
-        crate::interop::export::export(
-            store,
-            &["missing".to_owned()],
-            out,
-            crate::interop::export::ExportFormat::Jsonl,
-            crate::interop::export::ExportLayout::File,
-            &mut |_| {},
-        )?;
-        Ok(())
-    }
-
-    #[test]
-    fn the_typed_causes_do_not_grow_the_errors() {
-        // Large causes are boxed: a `Result` carrying these errors stays cheap to return.
-        // (redb's error alone is over 100 bytes.) Sizes on a 64-bit target.
-        assert!(std::mem::size_of::<IndexError>() <= 48);
-        assert!(std::mem::size_of::<ReadError>() <= 48);
-        assert!(std::mem::size_of::<OpenError>() <= 72);
-        assert!(std::mem::size_of::<AppendError>() <= 96);
-    }
-
-    #[test]
-    fn every_operation_family_converts_into_the_umbrella_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let e = open_bad_config(&dir.path().join("bad")).unwrap_err();
-        assert!(matches!(e, Error::Open(OpenError::Config(_))), "{e:?}");
-        let store = Store::open(dir.path().join("store"), Config::default()).unwrap();
-        let e = create_twice(&store).unwrap_err();
-        assert!(
-            matches!(e, Error::Append(AppendError::SessionExists(_))),
-            "{e:?}"
-        );
-        let e = read_missing(&store).unwrap_err();
-        assert!(
-            matches!(e, Error::Read(ReadError::NoSuchSession(_))),
-            "{e:?}"
-        );
-        let e = index_failure().unwrap_err();
-        assert!(
-            matches!(e, Error::Index(IndexError::Malformed { .. })),
-            "{e:?}"
-        );
-        let e = fork_missing(&store).unwrap_err();
-        assert!(
-            matches!(e, Error::Fork(crate::store::ForkFailure::Rule(_))),
-            "{e:?}"
-        );
-        let e = typed_empty_id().unwrap_err();
-        assert!(
-            matches!(
-                e,
-                Error::TypedEvent(crate::typed::TypedEventError::Empty { .. })
-            ),
-            "{e:?}"
-        );
-        let e = json_invalid().unwrap_err();
-        assert!(matches!(e, Error::Json(_)), "{e:?}");
-        #[cfg(feature = "interop")]
-        {
-            let e = import_missing(&store, &dir.path().join("no-such-file.jsonl")).unwrap_err();
-            assert!(
-                matches!(
-                    e,
-                    Error::Import(crate::interop::import::FileImportError::Io { .. })
-                ),
-                "{e:?}"
-            );
-            let e = export_missing(&store, &dir.path().join("out.jsonl")).unwrap_err();
-            assert!(
-                matches!(
-                    e,
-                    Error::Export(crate::interop::export::ExportError::NoSuchSession(_))
-                ),
-                "{e:?}"
-            );
-        }
-        // The umbrella error keeps the family's message.
-        let e = read_missing(&store).unwrap_err();
-        assert_eq!(e.to_string(), "session \"missing\" does not exist");
-    }
-}
+#[path = "error/tests.rs"]
+mod tests;
