@@ -6,6 +6,12 @@
 use std::path::PathBuf;
 
 use crate::event::Seq;
+use crate::json::JsonError;
+use crate::projection::{ApplyError, ReplayError};
+use crate::session::derive::DeriveError;
+use crate::session::error::{HeaderError, LookupError, RuleViolation};
+use crate::session::load::LoadError;
+use crate::session::state::SeedError;
 
 /// Where in the log something was found: a segment number and a byte offset in that segment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -57,12 +63,91 @@ pub enum DecodeError {
         /// What is wrong with it.
         detail: String,
     },
-    /// The record body did not decode.
+    /// The record body did not decode (or encode).
     #[error("bad record encoding: {0}")]
-    Record(String),
+    Record(#[source] postcard::Error),
     /// The compressed payload did not decompress to its declared size.
     #[error("bad compressed payload: {0}")]
-    Compression(String),
+    Compression(#[source] CompressionError),
+}
+
+/// Why a compressed frame payload could not be restored (see [`DecodeError::Compression`]).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CompressionError {
+    /// zstd refused the payload.
+    #[error("zstd: {0}")]
+    Zstd(#[source] std::sync::Arc<std::io::Error>),
+    /// The payload decompressed to another size than the frame header declares.
+    #[error("decompressed {decompressed} bytes, header declares {declared}")]
+    Size {
+        /// Bytes zstd produced.
+        decompressed: u64,
+        /// Bytes the header declares.
+        declared: u64,
+    },
+}
+
+impl PartialEq for CompressionError {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            // An I/O error has no equality: the same kind and message count as the same.
+            (Self::Zstd(a), Self::Zstd(b)) => {
+                a.kind() == b.kind() && a.to_string() == b.to_string()
+            }
+            (
+                Self::Size {
+                    decompressed: a,
+                    declared: b,
+                },
+                Self::Size {
+                    decompressed: c,
+                    declared: d,
+                },
+            ) => a == c && b == d,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for CompressionError {}
+
+/// What is wrong with the log at the place an [`OpenError::Corruption`] or
+/// [`OpenError::TornTail`] names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Damage {
+    /// The frame does not decode (bad length, CRC, flags, compression).
+    #[error(transparent)]
+    Frame(DecodeError),
+    /// The segment's header does not decode.
+    #[error("segment header: {0}")]
+    SegmentHeader(#[source] DecodeError),
+    /// The frame passes its CRC but its records do not decode.
+    #[error("frame passes its CRC but its records do not decode: {0}")]
+    Records(#[source] DecodeError),
+    /// A record does not apply to the sessions the log created before it.
+    #[error(transparent)]
+    Registry(crate::store::RegistryError),
+    /// A frame continues an operation whose earlier frames are missing.
+    #[error("the frame continues an operation whose earlier frames are missing")]
+    MissingEarlierFrames,
+    /// An operation's frames end without its last frame.
+    #[error("an operation's frames end without their last frame")]
+    MissingLastFrame,
+    /// An operation's frames run to the end of the log without its last frame.
+    #[error("an operation of {frames} frame(s) never committed: its last frame is missing")]
+    Uncommitted {
+        /// Frames of the operation found.
+        frames: usize,
+    },
+    /// The last frame of a multi-frame operation is torn.
+    #[error("an operation of {frames} frame(s) whose last frame is torn ({source})")]
+    TornOperation {
+        /// Frames of the operation, the torn one included.
+        frames: usize,
+        /// Why the last frame does not decode.
+        #[source]
+        source: DecodeError,
+    },
 }
 
 /// Errors opening (and recovering) a store.
@@ -109,7 +194,8 @@ pub enum OpenError {
         /// Where the damaged frame starts.
         position: LogPosition,
         /// What is wrong with it.
-        reason: String,
+        #[source]
+        reason: Damage,
     },
     /// The log's tail is torn and the recovery mode does not tolerate it.
     #[error(
@@ -119,7 +205,8 @@ pub enum OpenError {
         /// Where the torn frame starts.
         position: LogPosition,
         /// What is wrong with it.
-        reason: String,
+        #[source]
+        reason: Damage,
     },
     /// Segment files are missing from the sequence.
     #[error(
@@ -162,9 +249,39 @@ pub enum OpenError {
 /// Errors from the redb index.
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
-    /// redb reported an error.
+    /// redb reported an error that is not damage to the file (I/O, ...).
     #[error("redb: {0}")]
-    Redb(String),
+    Redb(#[source] Box<redb::Error>),
+    /// redb could not open the index file (for a reason other than damage).
+    #[error("redb cannot open {path}: {source}")]
+    Open {
+        /// The index file.
+        path: PathBuf,
+        /// redb's error.
+        source: Box<redb::Error>,
+    },
+    /// Reading the index file (to copy it into memory) failed.
+    #[error("I/O error reading {path}: {source}")]
+    Io {
+        /// The index file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Copying the index into an in-memory backend failed.
+    #[error("copying the index into memory: {0}")]
+    Memory(#[source] std::io::Error),
+    /// The index was closed.
+    #[error("the index is closed")]
+    Closed,
+    /// The operation writes, and the index is open read-only.
+    #[error(
+        "{operation} needs a writable index (or an in-memory copy); the index is open read-only"
+    )]
+    ReadOnly {
+        /// What was asked.
+        operation: &'static str,
+    },
     /// An index value does not decode.
     #[error(
         "index table {table} holds a malformed value: {detail}; delete index.redb and reopen to rebuild it"
@@ -211,7 +328,7 @@ fn classify_redb(e: redb::Error) -> IndexError {
                 detail: format!("redb read past the end of the file: {io}"),
             }
         }
-        e => IndexError::Redb(e.to_string()),
+        e => IndexError::Redb(Box::new(e)),
     }
 }
 
@@ -256,8 +373,9 @@ pub enum AppendError {
     InvalidHeader {
         /// The session id.
         id: String,
-        /// Why.
-        reason: String,
+        /// The header rule broken.
+        #[source]
+        reason: HeaderError,
     },
     /// The event's `seq` is not the session's next seq.
     #[error("session {session:?}: event seq {got} is not contiguous; expected {expected}")]
@@ -280,8 +398,9 @@ pub enum AppendError {
         kind: String,
         /// The seq it would get.
         seq: Seq,
-        /// Why.
-        reason: String,
+        /// What the JSON validator found.
+        #[source]
+        reason: JsonError,
     },
     /// The envelope breaks a rule (surface op on a log-only type, retired type, ...).
     #[error("session {session:?} event {kind:?} (seq {seq}): {reason}")]
@@ -329,22 +448,111 @@ pub enum AppendError {
         /// The seq it would get.
         seq: Seq,
         /// The rule broken.
-        reason: String,
+        #[source]
+        reason: Box<RuleViolation>,
+    },
+    /// A registered projection refused an event the session rules accepted (its state is
+    /// behind or belongs to another projection set); nothing was written.
+    #[error("session {session:?} (seq {seq}): {reason}")]
+    Projection {
+        /// Session id.
+        session: String,
+        /// The event's seq.
+        seq: Seq,
+        /// What the projection set refused.
+        #[source]
+        reason: ApplyError,
+    },
+    /// The session registry refused an event the session rules accepted (the index and the
+    /// session state disagree); nothing was written.
+    #[error("session {session:?} (seq {seq}): {reason}")]
+    Registry {
+        /// Session id.
+        session: String,
+        /// The event's seq.
+        seq: Seq,
+        /// What the registry refused.
+        #[source]
+        reason: crate::store::RegistryError,
+    },
+    /// The session's state (or its projections) could not be rebuilt from what the store
+    /// already holds, so nothing can be appended to it.
+    #[error("session {session:?} (seq {seq}): {reason}")]
+    Replay {
+        /// Session id (`#<number>` when only the number is known).
+        session: String,
+        /// The seq where the replay failed (0 when it failed as a whole).
+        seq: Seq,
+        /// What failed.
+        #[source]
+        reason: Box<ReplayFailure>,
     },
     /// The store was opened read-only.
     #[error("the store is open read-only; reopen it read-write to append")]
     ReadOnly,
-    /// A previous I/O failure poisoned the writer.
+    /// A write, fsync or index commit failed and poisoned the writer: this one, or an earlier
+    /// one (the same failure is reported to every later call).
     #[error(
         "a previous write or fsync failed ({0}); nothing more is written. Close the store and reopen it: recovery keeps every acknowledged event"
     )]
-    PreviousIo(String),
+    PreviousIo(#[source] WriteFailure),
+    /// The writer failed without an I/O error: it panicked (e.g. inside redb on a damaged
+    /// index) or its own bookkeeping broke. Reported wrapped in [`AppendError::PreviousIo`].
+    #[error("the writer failed: {0}")]
+    Writer(String),
+    /// A record could not be encoded (nothing was written).
+    #[error("encoding a log record failed: {0}")]
+    Encode(#[source] DecodeError),
+    /// The session's state could not be encoded for its checkpoint (nothing was written).
+    #[error("encoding session state: {0}")]
+    EncodeState(#[source] postcard::Error),
     /// Writing the log failed.
     #[error("I/O error writing the log: {0}")]
     Io(#[from] std::io::Error),
     /// The index failed.
     #[error("index error: {0}")]
     Index(#[from] IndexError),
+}
+
+/// The failure that poisoned the writer (see [`AppendError::PreviousIo`]): the first failed
+/// write, fsync or index commit, shared by every later refusal. Its message and source are the
+/// original error's.
+#[derive(Debug, Clone)]
+pub struct WriteFailure(std::sync::Arc<AppendError>);
+
+impl WriteFailure {
+    /// The original failure (an [`AppendError::Io`] keeps the OS error and its kind).
+    pub fn error(&self) -> &AppendError {
+        &self.0
+    }
+}
+
+impl From<AppendError> for WriteFailure {
+    fn from(e: AppendError) -> Self {
+        match e {
+            AppendError::PreviousIo(failure) => failure,
+            e => WriteFailure(std::sync::Arc::new(e)),
+        }
+    }
+}
+
+/// A failure known only by its message (a simulated fault, a test double).
+impl From<String> for WriteFailure {
+    fn from(message: String) -> Self {
+        WriteFailure(std::sync::Arc::new(AppendError::Writer(message)))
+    }
+}
+
+impl std::fmt::Display for WriteFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for WriteFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
 }
 
 /// Errors reading events.
@@ -374,19 +582,56 @@ pub enum ReadError {
     /// The index failed.
     #[error("index error: {0}")]
     Index(#[from] IndexError),
-    /// Deriving the session's view (messages, state) failed, usually because an event could
-    /// not be read (the detail says where).
-    #[error("{0}")]
-    Derive(String),
+    /// Deriving the session's messages failed, usually because an event could not be read
+    /// (the message says where).
+    #[error(transparent)]
+    Derive(Box<DeriveError>),
+    /// Replaying the session's stored events to rebuild its state failed.
+    #[error("replaying seq {seq} failed: {reason}")]
+    Replay {
+        /// The event that could not be replayed.
+        seq: Seq,
+        /// The rule it broke.
+        #[source]
+        reason: Box<RuleViolation>,
+    },
+    /// Replaying stored events into the registered projections failed.
+    #[error("replaying events into the projections failed: {0}")]
+    Projections(#[source] Box<ReplayError<LookupError>>),
 }
 
-/// Any sessionlog error.
+/// Why a session's state or projections could not be rebuilt from the stored log (see
+/// [`AppendError::Replay`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayFailure {
+    /// A stored event could not be read back.
+    #[error("replaying the stored log failed: {0}")]
+    Read(#[source] ReadError),
+    /// dsh's loader refuses the stored log.
+    #[error("replaying the stored log failed: {0}")]
+    Load(#[source] LoadError),
+    /// A stored event breaks a session rule on replay.
+    #[error("replaying the stored log failed: {0}")]
+    Rule(#[source] RuleViolation),
+    /// The stored events do not replay as a seed (the prefix a fork inherits).
+    #[error("replaying the stored log failed: {0}")]
+    Seed(#[source] SeedError),
+    /// The projections could not be restored from their checkpoints and the log.
+    #[error("restoring projections failed: {0}")]
+    Projections(#[source] ReadError),
+    /// A projection refused a stored event.
+    #[error("folding the stored log into the projections failed: {0}")]
+    Fold(#[source] ApplyError),
+}
+
+/// Any sessionlog error: every operation family of the root API converts into it, so `?`
+/// works in a `fn main() -> Result<(), sessionlog::Error>`.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Opening the store.
+    /// Opening, recovering or verifying the store.
     #[error(transparent)]
     Open(#[from] OpenError),
-    /// Appending.
+    /// Appending (creating, deleting, flushing, closing).
     #[error(transparent)]
     Append(#[from] AppendError),
     /// Reading.
@@ -395,7 +640,28 @@ pub enum Error {
     /// The index.
     #[error(transparent)]
     Index(#[from] IndexError),
+    /// Forking a session.
+    #[error(transparent)]
+    Fork(#[from] crate::store::ForkFailure),
+    /// Building a typed event.
+    #[error(transparent)]
+    TypedEvent(#[from] crate::typed::TypedEventError),
+    /// Validating or parsing JSON.
+    #[error(transparent)]
+    Json(#[from] crate::json::JsonError),
+    /// Importing dsh session files.
+    #[cfg(feature = "interop")]
+    #[error(transparent)]
+    Import(#[from] crate::interop::import::FileImportError),
+    /// Exporting sessions to dsh's files.
+    #[cfg(feature = "interop")]
+    #[error(transparent)]
+    Export(#[from] crate::interop::export::ExportError),
 }
 
 /// Shorthand for results with the umbrella [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+#[path = "error/tests.rs"]
+mod tests;

@@ -399,7 +399,7 @@ fn a_continued_flag_in_a_version_1_segment_is_damage() {
     match err {
         OpenError::Corruption { position, reason } => {
             assert_eq!(position.offset, f.offset);
-            assert!(reason.contains("continued"), "{reason}");
+            assert!(reason.to_string().contains("continued"), "{reason}");
         }
         other => panic!("expected corruption, got {other}"),
     }

@@ -801,7 +801,7 @@ fn header_matrix() {
     h.extra = vec![("k".into(), "{".into())];
     assert!(matches!(
         validate_header("s", &h),
-        Err(HeaderError::NotLossless(_))
+        Err(HeaderError::NotLossless { .. })
     ));
     for (h, expected) in cases {
         assert_eq!(validate_header("s", &h).unwrap_err(), expected);

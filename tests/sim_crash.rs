@@ -1152,7 +1152,9 @@ impl Scenario {
                         }
                         // Reads fail once the machine is down.
                         Err(e) if self.sim.is_down() => {
-                            return Err(StepError::Append(AppendError::PreviousIo(e.to_string())));
+                            return Err(StepError::Append(AppendError::PreviousIo(
+                                e.to_string().into(),
+                            )));
                         }
                         Err(e) => return Err(StepError::Fatal(format!("read failed: {e}"))),
                     }
@@ -1165,7 +1167,7 @@ impl Scenario {
                 }
                 if self.background_failure() {
                     return Err(StepError::Append(AppendError::PreviousIo(
-                        "a background sync failed before close".into(),
+                        "a background sync failed before close".to_owned().into(),
                     )));
                 }
                 self.all_durable("close");
@@ -1178,9 +1180,9 @@ impl Scenario {
                         if self.sim.is_down()
                             || self.sim.stats().injected_errors > faults_before =>
                     {
-                        return Err(StepError::Append(AppendError::PreviousIo(format!(
-                            "open: {e}"
-                        ))));
+                        return Err(StepError::Append(AppendError::PreviousIo(
+                            format!("open: {e}").into(),
+                        )));
                     }
                     Err(e) => return Err(StepError::Fatal(format!("clean reopen failed: {e}"))),
                 };
@@ -1757,7 +1759,7 @@ impl Scenario {
             // A read that failed because the machine went down is reported as a replay
             // failure.
             Err(ForkFailure::Append(e)) if refused(&e) && self.sim.is_down() => Err(
-                StepError::Append(AppendError::PreviousIo(format!("fork: {e}"))),
+                StepError::Append(AppendError::PreviousIo(format!("fork: {e}").into())),
             ),
             Err(ForkFailure::Append(e)) if refused(&e) => Err(StepError::Fatal(format!(
                 "fork of {} at {boundary:?} into {child} refused: {e}",
@@ -1797,7 +1799,9 @@ impl Scenario {
             match store.get(&f.id, seq) {
                 Ok(Some(e)) if same_event(&f.events[seq as usize], &e) => {}
                 Err(e) if self.sim.is_down() => {
-                    return Err(StepError::Append(AppendError::PreviousIo(e.to_string())));
+                    return Err(StepError::Append(AppendError::PreviousIo(
+                        e.to_string().into(),
+                    )));
                 }
                 other => {
                     return Err(StepError::Fatal(format!(
@@ -1957,7 +1961,7 @@ impl Scenario {
         let sim = self.sim.clone();
         let refusal = |e: &AppendError| {
             if sim.is_down() {
-                StepError::Append(AppendError::PreviousIo(format!("compaction: {e}")))
+                StepError::Append(AppendError::PreviousIo(format!("compaction: {e}").into()))
             } else {
                 StepError::Fatal(format!("{id}: a valid compaction was refused: {e}"))
             }
@@ -2013,9 +2017,9 @@ impl Scenario {
                 "live surface of {} is {got:?}, the model says {want:?}",
                 s.id
             ))),
-            Err(e) if self.sim.is_down() => {
-                Err(StepError::Append(AppendError::PreviousIo(e.to_string())))
-            }
+            Err(e) if self.sim.is_down() => Err(StepError::Append(AppendError::PreviousIo(
+                e.to_string().into(),
+            ))),
             Err(e) => Err(StepError::Fatal(format!("surface of {}: {e}", s.id))),
         }
     }
@@ -2363,11 +2367,15 @@ impl Scenario {
     }
 }
 
-/// A validation refusal (the session rules), as opposed to an I/O failure.
+/// A validation refusal (the session rules, or a session whose stored log does not replay),
+/// as opposed to an I/O failure.
 fn refused(e: &AppendError) -> bool {
     matches!(
         e,
-        AppendError::Semantics { .. } | AppendError::Envelope { .. } | AppendError::BadData { .. }
+        AppendError::Semantics { .. }
+            | AppendError::Replay { .. }
+            | AppendError::Envelope { .. }
+            | AppendError::BadData { .. }
     )
 }
 

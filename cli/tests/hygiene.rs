@@ -180,7 +180,7 @@ fn create_session_refuses_what_import_refuses() {
         let imported = store.import_session(header.clone(), Vec::new(), None);
         match created {
             Err(AppendError::InvalidHeader { ref reason, .. }) => {
-                assert!(reason.contains(what), "{what}: {reason}")
+                assert!(reason.to_string().contains(what), "{what}: {reason}")
             }
             other => panic!("{what}: create_session gave {other:?}"),
         }

@@ -30,7 +30,10 @@ fn open_error(path: &Path, e: redb::DatabaseError) -> IndexError {
             format!("redb cannot open {}: {e}", path.display()),
         )
     } else {
-        IndexError::Redb(format!("opening {}: {e}", path.display()))
+        IndexError::Open {
+            path: path.to_path_buf(),
+            source: Box::new(e.into()),
+        }
     }
 }
 
@@ -40,7 +43,7 @@ fn memory_backend(bytes: &[u8]) -> Result<redb::backends::InMemoryBackend, Index
     backend
         .set_len(bytes.len() as u64)
         .and_then(|()| backend.write(0, bytes))
-        .map_err(|e| IndexError::Redb(format!("copying the index into memory: {e}")))?;
+        .map_err(IndexError::Memory)?;
     Ok(backend)
 }
 
@@ -75,7 +78,7 @@ impl Index {
         guarded("index.redb", || {
             let db = Builder::new()
                 .create_with_backend(redb::backends::InMemoryBackend::new())
-                .map_err(|e| IndexError::Redb(format!("creating an index in memory: {e}")))?;
+                .map_err(|e| IndexError::Redb(Box::new(e.into())))?;
             Index::init(db)
         })
     }
@@ -84,8 +87,10 @@ impl Index {
     /// writer crashed in memory, and later commits change only the copy. The file is only
     /// read.
     pub fn copy_in_memory(path: &Path) -> Result<Index, IndexError> {
-        let bytes = std::fs::read(path)
-            .map_err(|e| IndexError::Redb(format!("reading {}: {e}", path.display())))?;
+        let bytes = std::fs::read(path).map_err(|source| IndexError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         guarded("index.redb", || {
             let db = Builder::new()
                 .create_with_backend(memory_backend(&bytes)?)
@@ -162,9 +167,9 @@ impl Index {
     /// index or an in-memory copy). `Ok(false)` when redb had to repair something.
     pub fn check_integrity(&mut self) -> Result<bool, IndexError> {
         let Some(Db::Write(db)) = &mut self.db else {
-            return Err(IndexError::Redb(
-                "the integrity check needs a writable index or an in-memory copy".into(),
-            ));
+            return Err(IndexError::ReadOnly {
+                operation: "the integrity check",
+            });
         };
         guarded("index.redb", || match db.check_integrity() {
             Ok(clean) => Ok(clean),
@@ -172,7 +177,7 @@ impl Index {
                 "index.redb",
                 format!("redb's integrity check failed: {e}"),
             )),
-            Err(e) => Err(IndexError::Redb(e.to_string())),
+            Err(e) => Err(IndexError::Redb(Box::new(e.into()))),
         })
     }
 
@@ -191,14 +196,16 @@ impl Index {
         Ok(match &self.db {
             Some(Db::Write(db)) => db.begin_read()?,
             Some(Db::Read(db)) => db.begin_read()?,
-            None => return Err(IndexError::Redb("the index is closed".into())),
+            None => return Err(IndexError::Closed),
         })
     }
 
     pub(super) fn writer(&self) -> Result<&Database, IndexError> {
         match &self.db {
             Some(Db::Write(db)) => Ok(db),
-            _ => Err(IndexError::Redb("the index is open read-only".into())),
+            _ => Err(IndexError::ReadOnly {
+                operation: "writing",
+            }),
         }
     }
 }

@@ -17,7 +17,9 @@
 //! every frame but the last then carries [`FLAG_CONTINUED`], and recovery indexes the frames
 //! of such a run only once its last frame is in the log (an operation is all or nothing).
 
-use crate::error::DecodeError;
+use std::sync::Arc;
+
+use crate::error::{CompressionError, DecodeError};
 
 /// Bytes in a frame header.
 pub const FRAME_HEADER_LEN: usize = 16;
@@ -235,13 +237,12 @@ pub fn decode_payload(header: &FrameHeader, covered: &[u8]) -> Result<Vec<u8>, D
         return Ok(stored.to_vec());
     }
     let raw = decompress(stored, header.raw_len as usize)
-        .map_err(|e| DecodeError::Compression(e.to_string()))?;
+        .map_err(|e| DecodeError::Compression(CompressionError::Zstd(Arc::new(e))))?;
     if raw.len() != header.raw_len as usize {
-        return Err(DecodeError::Compression(format!(
-            "decompressed {} bytes, header declares {}",
-            raw.len(),
-            header.raw_len
-        )));
+        return Err(DecodeError::Compression(CompressionError::Size {
+            decompressed: raw.len() as u64,
+            declared: u64::from(header.raw_len),
+        }));
     }
     Ok(raw)
 }

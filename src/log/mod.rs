@@ -199,9 +199,13 @@ impl Segments {
                 io_err(e)
             }
         })?;
-        let header_bytes: [u8; FRAME_HEADER_LEN] = buf[..FRAME_HEADER_LEN]
-            .try_into()
-            .map_err(|_| corrupt(DecodeError::Record("short frame".into())))?;
+        let header_bytes: [u8; FRAME_HEADER_LEN] =
+            buf[..FRAME_HEADER_LEN].try_into().map_err(|_| {
+                corrupt(DecodeError::Truncated {
+                    needed: FRAME_HEADER_LEN as u64,
+                    available: buf.len() as u64,
+                })
+            })?;
         let header = FrameHeader::parse(&header_bytes, limits).map_err(corrupt)?;
         self.check_flags(position.segment, &header)
             .map_err(corrupt)?;

@@ -143,7 +143,7 @@ impl From<EventRecord> for Event {
 impl Record {
     /// Appends the record's encoding to `out`.
     pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), DecodeError> {
-        let bytes = postcard::to_allocvec(self).map_err(|e| DecodeError::Record(e.to_string()))?;
+        let bytes = postcard::to_allocvec(self).map_err(DecodeError::Record)?;
         out.extend_from_slice(&bytes);
         Ok(())
     }
@@ -157,12 +157,12 @@ impl Record {
             &EventRecordRef { session, event },
             Vec::with_capacity(capacity),
         )
-        .map_err(|e| DecodeError::Record(e.to_string()))
+        .map_err(DecodeError::Record)
     }
 
     /// Decodes one record from the front of `bytes`, returning it and the rest.
     pub fn decode(bytes: &[u8]) -> Result<(Record, &[u8]), DecodeError> {
-        postcard::take_from_bytes(bytes).map_err(|e| DecodeError::Record(e.to_string()))
+        postcard::take_from_bytes(bytes).map_err(DecodeError::Record)
     }
 
     /// Decodes every record of a frame payload, with each record's byte offset in the payload.

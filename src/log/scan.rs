@@ -13,7 +13,7 @@
 use std::io;
 use std::sync::Arc;
 
-use crate::error::{DecodeError, LogPosition, OpenError};
+use crate::error::{Damage, DecodeError, LogPosition, OpenError};
 use crate::fs::StorageFile;
 
 use super::Segments;
@@ -242,21 +242,21 @@ pub fn scan(
                     // A frame must continue the operation in progress exactly when there is
                     // one; anything else means frames were lost in between.
                     if open.is_empty() == header.continuation() {
-                        let detail = if header.continuation() {
-                            "the frame continues an operation whose earlier frames are missing"
+                        let damage = if header.continuation() {
+                            Damage::MissingEarlierFrames
                         } else {
-                            "an operation's frames end without their last frame"
+                            Damage::MissingLastFrame
                         };
                         if mode != RecoveryMode::SalvageSkippingBadFrames {
                             return Err(OpenError::Corruption {
                                 position,
-                                reason: detail.to_owned(),
+                                reason: damage,
                             });
                         }
                         report.skipped.push(BadFrame {
                             position,
                             skipped: 0,
-                            reason: detail.to_owned(),
+                            reason: damage.to_string(),
                         });
                         for mut lost in open.drain(..) {
                             lost.dropped = true;
@@ -288,12 +288,12 @@ pub fn scan(
                         let (cut, detail) = match open.first() {
                             Some(first) => (
                                 first.position,
-                                format!(
-                                    "an operation of {} frame(s) whose last frame is torn ({reason})",
-                                    open.len() + 1
-                                ),
+                                Damage::TornOperation {
+                                    frames: open.len() + 1,
+                                    source: reason,
+                                },
                             ),
-                            None => (position, reason.to_string()),
+                            None => (position, Damage::Frame(reason)),
                         };
                         return torn(
                             report,
@@ -309,7 +309,7 @@ pub fn scan(
                     if mode != RecoveryMode::SalvageSkippingBadFrames {
                         return Err(OpenError::Corruption {
                             position,
-                            reason: reason.to_string(),
+                            reason: Damage::Frame(reason),
                         });
                     }
                     for mut frame in open.drain(..) {
@@ -333,10 +333,7 @@ pub fn scan(
         }
     }
     if let Some(first) = open.first() {
-        let detail = format!(
-            "an operation of {} frame(s) never committed: its last frame is missing",
-            open.len()
-        );
+        let detail = Damage::Uncommitted { frames: open.len() };
         let cut = first.position;
         let frames = open.len();
         return torn(
@@ -370,7 +367,7 @@ fn torn(
     segments: &Segments,
     numbers: &[u64],
     cut: LogPosition,
-    reason: String,
+    reason: Damage,
     operation_frames: usize,
     before: (LogPosition, Option<u64>),
     mode: RecoveryMode,
@@ -404,7 +401,7 @@ fn torn(
     report.torn_tail = Some(BadFrame {
         position: cut,
         skipped,
-        reason,
+        reason: reason.to_string(),
     });
     Ok(report)
 }

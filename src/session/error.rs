@@ -2,16 +2,17 @@
 //!
 //! Every message reproduces dsh's wording (the fragment dsh's own tests match), so a refusal
 //! reads the same whether dsh or sessionlog reports it. The context wrappers
-//! ([`AppendError`], [`LoadError`](super::load::LoadError)) add the seq or index where the rule failed.
+//! ([`RuleViolation`], [`LoadError`](super::load::LoadError)) add the seq or index where the rule failed.
 
 use crate::event::Seq;
+use crate::json::JsonError;
 use std::fmt;
 use thiserror::Error;
 
 /// Where a shape or receipt rule failed: the subject dsh names in its message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Subject {
-    /// A live append: `session event "<type>"` (the seq is added by [`AppendError`]).
+    /// A live append: `session event "<type>"` (the seq is added by [`RuleViolation`]).
     Append {
         /// The event type.
         kind: String,
@@ -55,7 +56,8 @@ pub enum ShapeError {
         /// Where.
         subject: Subject,
         /// What the JSON validator found.
-        detail: String,
+        #[source]
+        detail: JsonError,
     },
     /// A seed event that is not lossless JSON as a whole.
     #[error("{subject} is not losslessly JSON-serializable ({detail})")]
@@ -63,7 +65,8 @@ pub enum ShapeError {
         /// Where.
         subject: Subject,
         /// What the JSON validator found.
-        detail: String,
+        #[source]
+        detail: JsonError,
     },
     /// Extra key, non-string type, bad seq/time, missing data, `ignorable` not `true`.
     #[error("{subject} has an invalid event envelope")]
@@ -384,7 +387,7 @@ pub enum InvariantRule {
 
 /// Why an append was refused. The log and the state are unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum AppendError {
+pub enum RuleViolation {
     /// Envelope, payload shape or receipt rule.
     #[error("append at seq {seq} refused: {source}")]
     Shape {
@@ -425,15 +428,15 @@ pub enum AppendError {
     Stale(#[from] StalePlan),
 }
 
-impl AppendError {
+impl RuleViolation {
     /// The seq of the refused candidate.
     pub fn seq(&self) -> Seq {
         match self {
-            AppendError::Shape { seq, .. }
-            | AppendError::Envelope { seq, .. }
-            | AppendError::Surface { seq, .. } => *seq,
-            AppendError::Invariant { source } => source.seq,
-            AppendError::Stale(stale) => stale.planned,
+            RuleViolation::Shape { seq, .. }
+            | RuleViolation::Envelope { seq, .. }
+            | RuleViolation::Surface { seq, .. } => *seq,
+            RuleViolation::Invariant { source } => source.seq,
+            RuleViolation::Stale(stale) => stale.planned,
         }
     }
 }
@@ -493,6 +496,12 @@ pub enum HeaderError {
     #[error("session header is not a plain JSON record")]
     NotRecord,
     /// An extra key's value is not lossless JSON.
-    #[error("session header is not losslessly JSON-serializable ({0})")]
-    NotLossless(String),
+    #[error("session header is not losslessly JSON-serializable (key {key:?}: {reason})")]
+    NotLossless {
+        /// The extra key.
+        key: String,
+        /// What the JSON validator found.
+        #[source]
+        reason: JsonError,
+    },
 }

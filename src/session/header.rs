@@ -56,7 +56,10 @@ pub fn validate_header(session_id: &str, header: &SessionHeader) -> Result<(), H
         return Err(HeaderError::Owner);
     }
     for (key, value) in &header.extra {
-        Doc::parse(value).map_err(|e| HeaderError::NotLossless(format!("key {key:?}: {e}")))?;
+        Doc::parse(value).map_err(|reason| HeaderError::NotLossless {
+            key: key.clone(),
+            reason,
+        })?;
     }
     Ok(())
 }
@@ -79,8 +82,12 @@ pub fn validate_header(session_id: &str, header: &SessionHeader) -> Result<(), H
 pub fn validate_header_for_write(header: &SessionHeader) -> Result<(), HeaderError> {
     validate_header(&header.id, header)?;
     for (key, value) in &header.extra {
-        json::validate(value, &JsonLimits::default())
-            .map_err(|e| HeaderError::NotLossless(format!("key {key:?}: {e}")))?;
+        json::validate(value, &JsonLimits::default()).map_err(|reason| {
+            HeaderError::NotLossless {
+                key: key.clone(),
+                reason,
+            }
+        })?;
     }
     Ok(())
 }

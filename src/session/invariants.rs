@@ -37,7 +37,7 @@ impl InvariantMode {
 /// A JavaScript value read from event data, kept for strict equality (`===`), printing
 /// (`String(v)`) and re-emitting as JSON.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum JsVal {
+pub enum TraceValue {
     /// `undefined` (the key was absent).
     Undefined,
     /// A primitive: its canonical JSON text (which identifies it under `===`) and display.
@@ -56,10 +56,10 @@ pub enum JsVal {
     },
 }
 
-impl JsVal {
+impl TraceValue {
     /// JavaScript `null`.
     pub fn null() -> Self {
-        JsVal::Prim {
+        TraceValue::Prim {
             json: "null".into(),
             display: "null".into(),
         }
@@ -67,7 +67,7 @@ impl JsVal {
 
     /// A number.
     pub fn number(n: u64) -> Self {
-        JsVal::Prim {
+        TraceValue::Prim {
             json: n.to_string(),
             display: n.to_string(),
         }
@@ -75,7 +75,7 @@ impl JsVal {
 
     pub(crate) fn of(v: Option<N<'_, '_>>) -> Self {
         match v {
-            None => JsVal::Undefined,
+            None => TraceValue::Undefined,
             Some(v) if v.is_primitive() => {
                 let json = v.stringify();
                 // `String(n)` and `JSON.stringify(n)` agree on every finite number.
@@ -83,9 +83,9 @@ impl JsVal {
                     Some(n) if n.is_finite() => json.clone(),
                     _ => v.js_display(),
                 };
-                JsVal::Prim { json, display }
+                TraceValue::Prim { json, display }
             }
-            Some(v) => JsVal::Compound {
+            Some(v) => TraceValue::Compound {
                 json: v.stringify(),
                 display: v.js_display(),
             },
@@ -93,32 +93,32 @@ impl JsVal {
     }
 
     /// JavaScript `===`.
-    pub fn strict_eq(&self, other: &JsVal) -> bool {
+    pub fn strict_eq(&self, other: &TraceValue) -> bool {
         match (self, other) {
-            (JsVal::Undefined, JsVal::Undefined) => true,
-            (JsVal::Prim { json: a, .. }, JsVal::Prim { json: b, .. }) => a == b,
+            (TraceValue::Undefined, TraceValue::Undefined) => true,
+            (TraceValue::Prim { json: a, .. }, TraceValue::Prim { json: b, .. }) => a == b,
             _ => false,
         }
     }
 
     /// True for `null`.
     pub fn is_null(&self) -> bool {
-        matches!(self, JsVal::Prim { json, .. } if json == "null")
+        matches!(self, TraceValue::Prim { json, .. } if json == "null")
     }
 
     /// `String(value)`.
     pub fn display(&self) -> &str {
         match self {
-            JsVal::Undefined => "undefined",
-            JsVal::Prim { display, .. } | JsVal::Compound { display, .. } => display,
+            TraceValue::Undefined => "undefined",
+            TraceValue::Prim { display, .. } | TraceValue::Compound { display, .. } => display,
         }
     }
 
     /// The value's JSON text, `None` for `undefined` (which `JSON.stringify` drops).
     pub fn json(&self) -> Option<&str> {
         match self {
-            JsVal::Undefined => None,
-            JsVal::Prim { json, .. } | JsVal::Compound { json, .. } => Some(json),
+            TraceValue::Undefined => None,
+            TraceValue::Prim { json, .. } | TraceValue::Compound { json, .. } => Some(json),
         }
     }
 }
@@ -127,8 +127,8 @@ impl JsVal {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Trace {
     last_seq: Option<Seq>,
-    open_turn: JsVal,
-    open_step: JsVal,
+    open_turn: TraceValue,
+    open_step: TraceValue,
     next_turn: u64,
     next_step: u64,
     /// Pending call ids (canonical JSON of primitive ids; object ids can never match).
@@ -139,8 +139,8 @@ impl Default for Trace {
     fn default() -> Self {
         Trace {
             last_seq: None,
-            open_turn: JsVal::null(),
-            open_step: JsVal::null(),
+            open_turn: TraceValue::null(),
+            open_step: TraceValue::null(),
             next_turn: 1,
             next_step: 1,
             pending_calls: BTreeSet::new(),
@@ -152,8 +152,8 @@ impl Default for Trace {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceTransition {
     last_seq: Seq,
-    open_turn: JsVal,
-    open_step: JsVal,
+    open_turn: TraceValue,
+    open_step: TraceValue,
     next_turn: u64,
     next_step: u64,
     pending: PendingOp,
@@ -167,11 +167,11 @@ enum PendingOp {
     Clear,
 }
 
-fn key_of(v: &JsVal) -> Option<String> {
+fn key_of(v: &TraceValue) -> Option<String> {
     match v {
-        JsVal::Prim { json, .. } => Some(json.clone()),
-        JsVal::Undefined => Some("undefined".into()),
-        JsVal::Compound { .. } => None,
+        TraceValue::Prim { json, .. } => Some(json.clone()),
+        TraceValue::Undefined => Some("undefined".into()),
+        TraceValue::Compound { .. } => None,
     }
 }
 
@@ -182,12 +182,12 @@ impl Trace {
     }
 
     /// The open turn (`null` when none).
-    pub fn open_turn(&self) -> &JsVal {
+    pub fn open_turn(&self) -> &TraceValue {
         &self.open_turn
     }
 
     /// The open step (`null` when none).
-    pub fn open_step(&self) -> &JsVal {
+    pub fn open_step(&self) -> &TraceValue {
         &self.open_step
     }
 
@@ -244,7 +244,7 @@ impl Trace {
             );
         }
         // Property reads on `null` data throw in JavaScript: an unreadable event.
-        let field = |name: &str| -> Result<JsVal, (InvariantRule, String)> {
+        let field = |name: &str| -> Result<TraceValue, (InvariantRule, String)> {
             match data {
                 None => Err((
                     InvariantRule::Malformed,
@@ -254,7 +254,7 @@ impl Trace {
                     InvariantRule::Malformed,
                     format!("cannot read properties of null (reading '{name}')"),
                 )),
-                Some(d) => Ok(JsVal::of(d.get(name))),
+                Some(d) => Ok(TraceValue::of(d.get(name))),
             }
         };
         macro_rules! get {
@@ -270,19 +270,20 @@ impl Trace {
         }
         let open_turn = &self.open_turn;
         let open_step = &self.open_step;
-        let require_open_step = |kind: &str, turn: &JsVal, step: &JsVal| -> Option<String> {
-            if !open_turn.strict_eq(turn) || !open_step.strict_eq(step) {
-                Some(format!(
-                    "{kind} names turn {}/step {} but open is turn {}/step {}",
-                    turn.display(),
-                    step.display(),
-                    open_turn.display(),
-                    open_step.display()
-                ))
-            } else {
-                None
-            }
-        };
+        let require_open_step =
+            |kind: &str, turn: &TraceValue, step: &TraceValue| -> Option<String> {
+                if !open_turn.strict_eq(turn) || !open_step.strict_eq(step) {
+                    Some(format!(
+                        "{kind} names turn {}/step {} but open is turn {}/step {}",
+                        turn.display(),
+                        step.display(),
+                        open_turn.display(),
+                        open_step.display()
+                    ))
+                } else {
+                    None
+                }
+            };
         match event.kind.as_str() {
             "turn/start" => {
                 let turn = get!("turn");
@@ -296,7 +297,7 @@ impl Trace {
                         ),
                     );
                 }
-                if !turn.strict_eq(&JsVal::number(self.next_turn)) {
+                if !turn.strict_eq(&TraceValue::number(self.next_turn)) {
                     fail!(
                         InvariantRule::TurnStart,
                         format!(
@@ -331,7 +332,7 @@ impl Trace {
                         ),
                     );
                 }
-                t.open_turn = JsVal::null();
+                t.open_turn = TraceValue::null();
                 t.next_turn = self.next_turn + 1;
             }
             "step/start" => {
@@ -357,7 +358,7 @@ impl Trace {
                         ),
                     );
                 }
-                if !step.strict_eq(&JsVal::number(self.next_step)) {
+                if !step.strict_eq(&TraceValue::number(self.next_step)) {
                     fail!(
                         InvariantRule::StepStart,
                         format!(
@@ -377,7 +378,7 @@ impl Trace {
                     fail!(InvariantRule::StepEnd, detail);
                 }
                 t.pending = PendingOp::Clear;
-                t.open_step = JsVal::null();
+                t.open_step = TraceValue::null();
                 t.next_step = self.next_step + 1;
             }
             "assistant/chunk" | "assistant/message" => {
@@ -410,7 +411,7 @@ impl Trace {
                         fail!(InvariantRule::InStep, detail);
                     }
                     let message = data.and_then(|d| d.get("message"));
-                    let call_id = JsVal::of(
+                    let call_id = TraceValue::of(
                         message
                             .and_then(|m| m.get("source"))
                             .and_then(|s| s.get("callId")),

@@ -69,7 +69,10 @@ pub(crate) mod shape;
 pub mod state;
 pub mod surface;
 
-pub use error::{AppendError, LookupError, ShapeError, Subject, SurfaceError};
+/// The old name of [`RuleViolation`] (it clashed with [`crate::error::AppendError`]).
+#[doc(hidden)]
+pub use error::RuleViolation as AppendError;
+pub use error::{LookupError, RuleViolation, ShapeError, Subject, SurfaceError};
 pub use invariants::InvariantMode;
 pub use state::{AppendPlan, AppliedAppend, SessionState};
 pub use surface::{Surface, SurfaceChange};

@@ -4,7 +4,7 @@
 //! [`SessionState`](super::SessionState)); [`interrupted_turn_closers`] is the pure function
 //! over a whole log.
 
-use super::invariants::JsVal;
+use super::invariants::TraceValue;
 use crate::event::{Event, KeyOrder, Layout, Seq, SurfaceOp};
 use crate::json::{Doc, N, ObjWriter, json_string};
 use serde::{Deserialize, Serialize};
@@ -22,9 +22,9 @@ pub const OUTCOME_UNKNOWN_TEXT: &str = "The tool call was interrupted after it w
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct PendingCall {
     /// The call id as read from the assistant block.
-    id: JsVal,
+    id: TraceValue,
     /// `data.step` of the assistant message.
-    step: JsVal,
+    step: TraceValue,
     /// Seq of the matching `tool/call`, once seen.
     call_seq: Option<Seq>,
 }
@@ -32,8 +32,8 @@ struct PendingCall {
 /// The closer scan: open turn, open step, pending calls in insertion order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RepairScan {
-    open_turn: JsVal,
-    open_step: JsVal,
+    open_turn: TraceValue,
+    open_step: TraceValue,
     pending: Vec<PendingCall>,
     last: Option<(Seq, i64)>,
 }
@@ -41,8 +41,8 @@ pub struct RepairScan {
 impl Default for RepairScan {
     fn default() -> Self {
         RepairScan {
-            open_turn: JsVal::null(),
-            open_step: JsVal::null(),
+            open_turn: TraceValue::null(),
+            open_step: TraceValue::null(),
             pending: Vec::new(),
             last: None,
         }
@@ -50,7 +50,7 @@ impl Default for RepairScan {
 }
 
 /// Map-key identity: primitives by value, objects never equal.
-fn same_key(a: &JsVal, b: &JsVal) -> bool {
+fn same_key(a: &TraceValue, b: &TraceValue) -> bool {
     a.strict_eq(b)
 }
 
@@ -78,22 +78,22 @@ impl RepairScan {
     /// [`RepairScan::observe`] with `data` already parsed.
     pub(crate) fn observe_parsed(&mut self, event: &Event, data: Option<N<'_, '_>>) {
         self.last = Some((event.seq, event.time));
-        let get = |name: &str| JsVal::of(data.and_then(|d| d.get(name)));
+        let get = |name: &str| TraceValue::of(data.and_then(|d| d.get(name)));
         match event.kind.as_str() {
             "turn/start" => {
                 self.open_turn = get("turn");
-                self.open_step = JsVal::null();
+                self.open_step = TraceValue::null();
                 self.pending.clear();
             }
             "turn/end" => {
-                self.open_turn = JsVal::null();
-                self.open_step = JsVal::null();
+                self.open_turn = TraceValue::null();
+                self.open_step = TraceValue::null();
                 self.pending.clear();
             }
             "step/start" => self.open_step = get("step"),
             "step/end" => {
                 self.pending.clear();
-                self.open_step = JsVal::null();
+                self.open_step = TraceValue::null();
             }
             "assistant/message" => {
                 let step = get("step");
@@ -104,7 +104,7 @@ impl RepairScan {
                     if !block.get("type").is_some_and(|t| t.is_str("tool-call")) {
                         continue;
                     }
-                    let id = JsVal::of(block.get("id"));
+                    let id = TraceValue::of(block.get("id"));
                     if let Some(entry) = self.pending.iter_mut().find(|p| same_key(&p.id, &id)) {
                         entry.step = step.clone();
                         entry.call_seq = None;
@@ -124,7 +124,7 @@ impl RepairScan {
                 }
             }
             "tool/result" => {
-                let id = JsVal::of(
+                let id = TraceValue::of(
                     data.and_then(|d| d.get("message"))
                         .and_then(|m| m.get("source"))
                         .and_then(|s| s.get("callId")),
@@ -152,7 +152,7 @@ impl RepairScan {
             key_order: KeyOrder::SurfaceOpFirst,
             ..Layout::default()
         };
-        let set_js = |w: &mut ObjWriter, key: &str, v: &JsVal| {
+        let set_js = |w: &mut ObjWriter, key: &str, v: &TraceValue| {
             if let Some(json) = v.json() {
                 w.set(key, json);
             }

@@ -2,7 +2,7 @@
 //! dsh's `canonicalHeader`, `headerEquals`, `foldRequestHeader` and `requestContext()`, over
 //! JSON text.
 
-use super::invariants::JsVal;
+use super::invariants::TraceValue;
 use crate::event::Event;
 use crate::json::{Doc, N, ObjWriter};
 use thiserror::Error;
@@ -74,7 +74,7 @@ pub fn header_equals(a: &str, b: &str) -> Result<bool, RequestHeaderError> {
         for key in path {
             cur = cur.and_then(|c| c.get(key));
         }
-        JsVal::of(cur)
+        TraceValue::of(cur)
     };
     for path in [
         &["config", "provider"][..],
@@ -100,7 +100,7 @@ pub fn header_equals(a: &str, b: &str) -> Result<bool, RequestHeaderError> {
                 || xs
                     .iter()
                     .zip(&ys)
-                    .any(|(p, q)| !JsVal::of(Some(*p)).strict_eq(&JsVal::of(Some(*q))))
+                    .any(|(p, q)| !TraceValue::of(Some(*p)).strict_eq(&TraceValue::of(Some(*q))))
             {
                 return Ok(false);
             }

@@ -4,17 +4,17 @@
 
 use super::error::{ShapeError, Subject};
 use crate::event::Event;
-use crate::json::{Doc, N, is_safe_integer, js_number_to_string};
+use crate::json::{Doc, JsonError, N, is_safe_integer, js_number_to_string};
 
 /// Parses `data` as lossless JSON (§3): the engine's lossless boundary (refusing `-0` and
 /// overflow, with no depth or size limit: dsh has none, and the store bounds record sizes).
-pub(crate) fn parse_data_lossless(data: &str) -> Result<Doc<'_>, String> {
-    Doc::parse_lossless(data).map_err(|e| e.to_string())
+pub(crate) fn parse_data_lossless(data: &str) -> Result<Doc<'_>, JsonError> {
+    Doc::parse_lossless(data)
 }
 
 /// Parses stored `data` as dsh's restore path does (plain `JSON.parse`).
-pub(crate) fn parse_data_restore(data: &str) -> Result<Doc<'_>, String> {
-    Doc::parse(data).map_err(|e| e.to_string())
+pub(crate) fn parse_data_restore(data: &str) -> Result<Doc<'_>, JsonError> {
+    Doc::parse(data)
 }
 
 /// True when `v` is an object (arrays included, as JavaScript's `typeof v === "object"`)

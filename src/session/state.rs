@@ -1,8 +1,10 @@
 //! [`SessionState`]: everything an append needs, kept incrementally, and the append pipeline
 //! (§1.4) split into a pure plan and an infallible apply.
 
-use super::error::{AppendError, InvariantViolation, ShapeError, StalePlan, Subject, SurfaceError};
-use super::invariants::{InvariantMode, JsVal, Trace, TraceTransition};
+use super::error::{
+    InvariantViolation, RuleViolation, ShapeError, StalePlan, Subject, SurfaceError,
+};
+use super::invariants::{InvariantMode, Trace, TraceTransition, TraceValue};
 use super::repair::RepairScan;
 use super::shape;
 use super::surface::{Surface, SurfaceChange, plan_surface};
@@ -21,7 +23,7 @@ pub struct TurnMark {
     /// True for `turn/start`, false for `turn/end`.
     pub start: bool,
     /// `data.turn` as read.
-    pub turn: JsVal,
+    pub turn: TraceValue,
 }
 
 /// The incremental state of one session: what append validation, crash repair and fork
@@ -132,7 +134,7 @@ enum Mode {
 }
 
 enum CoreError {
-    Append(AppendError),
+    Append(RuleViolation),
     Seed(SeedError),
 }
 
@@ -231,7 +233,7 @@ impl SessionState {
         &self,
         event: &Event,
         lookup: &dyn EventLookup,
-    ) -> Result<AppendPlan, AppendError> {
+    ) -> Result<AppendPlan, RuleViolation> {
         self.plan_append_checked(event, lookup, false)
     }
 
@@ -242,7 +244,7 @@ impl SessionState {
         &self,
         event: &Event,
         lookup: &dyn EventLookup,
-    ) -> Result<AppendPlan, AppendError> {
+    ) -> Result<AppendPlan, RuleViolation> {
         self.plan_append_checked(event, lookup, true)
     }
 
@@ -251,12 +253,12 @@ impl SessionState {
         event: &Event,
         lookup: &dyn EventLookup,
         prevalidated: bool,
-    ) -> Result<AppendPlan, AppendError> {
+    ) -> Result<AppendPlan, RuleViolation> {
         let mode = Mode::Append { prevalidated };
         match self.plan_core(event, &RawDefects::default(), lookup, mode) {
             Ok(plan) => Ok(plan),
             Err(CoreError::Append(e)) => Err(e),
-            Err(CoreError::Seed(_)) => Err(AppendError::Envelope {
+            Err(CoreError::Seed(_)) => Err(RuleViolation::Envelope {
                 seq: event.seq,
                 kind: event.kind.clone(),
                 detail: "internal: seed error on append".into(),
@@ -293,7 +295,7 @@ impl SessionState {
         let seq = event.seq;
         let kind = event.kind.as_str();
         let shape_err = |e: ShapeError| match mode {
-            Mode::Append { .. } => CoreError::Append(AppendError::Shape { seq, source: e }),
+            Mode::Append { .. } => CoreError::Append(RuleViolation::Shape { seq, source: e }),
             Mode::Seed { .. } => CoreError::Seed(SeedError::Shape(e)),
         };
         let (at_index, typed_subject) = match mode {
@@ -313,16 +315,14 @@ impl SessionState {
         if let Mode::Append { .. } = mode
             && let Err(detail) = shape::envelope_ranges_ok(event)
         {
-            return Err(CoreError::Append(AppendError::Envelope {
+            return Err(CoreError::Append(RuleViolation::Envelope {
                 seq,
                 kind: kind.into(),
                 detail: detail.into(),
             }));
         }
         let parsed = match mode {
-            Mode::Append { prevalidated: true } => {
-                crate::json::Doc::parse_lossless(&event.data).map_err(|e| e.to_string())
-            }
+            Mode::Append { prevalidated: true } => crate::json::Doc::parse_lossless(&event.data),
             Mode::Append {
                 prevalidated: false,
             } => shape::parse_data_lossless(&event.data),
@@ -386,7 +386,7 @@ impl SessionState {
             plan_surface(&self.surface, event, self.next_seq, defects, lookup).map_err(|e| {
                 match mode {
                     Mode::Append { .. } => {
-                        CoreError::Append(AppendError::Surface { seq, source: e })
+                        CoreError::Append(RuleViolation::Surface { seq, source: e })
                     }
                     Mode::Seed { index } => {
                         CoreError::Seed(SeedError::Surface { index, source: e })
@@ -397,7 +397,7 @@ impl SessionState {
         if let (Mode::Append { .. }, Some(v)) = (mode, &violation)
             && self.invariants.enforced()
         {
-            return Err(CoreError::Append(AppendError::Invariant {
+            return Err(CoreError::Append(RuleViolation::Invariant {
                 source: v.clone(),
             }));
         }
@@ -473,7 +473,7 @@ impl SessionState {
         &mut self,
         event: &Event,
         lookup: &dyn EventLookup,
-    ) -> Result<AppliedAppend, AppendError> {
+    ) -> Result<AppliedAppend, RuleViolation> {
         let plan = self.plan_append(event, lookup)?;
         Ok(self.apply(plan)?)
     }
@@ -548,6 +548,6 @@ fn turn_mark(event: &Event, data: N<'_, '_>) -> Option<TurnMark> {
     Some(TurnMark {
         seq: event.seq,
         start,
-        turn: JsVal::of(data.get("turn")),
+        turn: TraceValue::of(data.get("turn")),
     })
 }

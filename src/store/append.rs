@@ -1,16 +1,17 @@
 //! The append pipeline: validation, the session state and projections, staging records
 //! and index operations, and the receipt.
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use crate::error::{AppendError, LogPosition, ReadError};
+use super::commit::{Goal, Stage};
+use crate::error::{AppendError, ReadError, ReplayFailure};
 use crate::event::{Event, MAX_SAFE_INTEGER, Seq, SessionHeader};
 use crate::index::{IndexOp, NO_NODE, SessionRow};
 use crate::json::{self};
 use crate::log::record::Record;
 use crate::projection::{Checkpoint, ProjectionSet, SessionProjections};
 use crate::session::{InvariantMode, SessionState, SurfaceChange};
-use super::commit::{Goal, Stage};
+use crate::session::{LookupError, RuleViolation};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use super::*;
 
@@ -20,7 +21,11 @@ impl Store {
     /// keeps an operation whole or drops it); on any error nothing is written and nothing
     /// changes. A record larger than `Config::max_frame_bytes` is refused
     /// ([`AppendError::RecordTooLarge`]).
-    pub(crate) fn append_to(&self, session: &str, events: Vec<Event>) -> Result<Receipt, AppendError> {
+    pub(crate) fn append_to(
+        &self,
+        session: &str,
+        events: Vec<Event>,
+    ) -> Result<Receipt, AppendError> {
         let number = self
             .number_of(session)
             .ok_or_else(|| AppendError::NoSuchSession(session.to_owned()))?;
@@ -43,10 +48,10 @@ impl Store {
         let Some(real) = core.state.as_mut() else {
             return Err(AppendError::NoSuchSession(session.to_owned()));
         };
-        let semantics = |seq: Seq, e: String| AppendError::Semantics {
+        let semantics = |seq: Seq, e: RuleViolation| AppendError::Semantics {
             session: session.to_owned(),
             seq,
-            reason: e,
+            reason: Box::new(e),
         };
         // A batch plans on a scratch copy so that a failure leaves the state untouched.
         let batched = events.len() > 1;
@@ -67,14 +72,14 @@ impl Store {
             // `validate_event` ran the lossless-JSON check with the store's limits.
             let plan = state
                 .plan_append_prevalidated(&event, &lookup)
-                .map_err(|e| semantics(expected, e.to_string()))?;
+                .map_err(|e| semantics(expected, e))?;
             if !batched {
                 // A single event: encode before applying, so an encoding error changes nothing.
                 records.push(self.encode_event_checked(number, &event)?);
             }
             let applied = state
                 .apply(plan)
-                .map_err(|e| semantics(expected, e.to_string()))?;
+                .map_err(|e| semantics(expected, e.into()))?;
             if let Some(change) = &applied.surface {
                 surface_ops(number, state.surface().nodes(), change, &mut ops);
             }
@@ -102,7 +107,11 @@ impl Store {
                 self.config
                     .projections
                     .apply(projections, e)
-                    .map_err(|err| semantics(e.seq, err.to_string()))?;
+                    .map_err(|reason| AppendError::Projection {
+                        session: session.to_owned(),
+                        seq: e.seq,
+                        reason,
+                    })?;
                 due |= self.config.projection_checkpoints.due(projections, e);
             }
             if due {
@@ -117,7 +126,11 @@ impl Store {
         for e in &planned {
             registry
                 .event(number, e.seq, e.time, e.data.len())
-                .map_err(|err| semantics(e.seq, err.to_string()))?;
+                .map_err(|reason| AppendError::Registry {
+                    session: session.to_owned(),
+                    seq: e.seq,
+                    reason,
+                })?;
         }
         let row = match registry.get(number) {
             Some(r) => {
@@ -168,10 +181,10 @@ impl Store {
             Some(checkpoint) => checkpoint,
             None => (0, SessionState::with_invariants(InvariantMode::Off)),
         };
-        let replay_failed = |seq: Seq, e: String| AppendError::Semantics {
+        let replay_failed = |seq: Seq, e: ReplayFailure| AppendError::Replay {
             session: row.header.id.to_string(),
             seq,
-            reason: format!("replaying the stored log failed: {e}"),
+            reason: Box::new(e),
         };
         let mut ops = Vec::new();
         if covered == 0 && row.next_seq > 0 {
@@ -182,7 +195,7 @@ impl Store {
             for seq in 0..row.next_seq {
                 let mut event = self
                     .read_resolved(number, seq, &mut cache)
-                    .map_err(|e| replay_failed(seq, e.to_string()))?;
+                    .map_err(|e| replay_failed(seq, ReplayFailure::Read(e)))?;
                 // Replay accepts every type the engine accepted on append (unknown types
                 // are legal in a live session; only dsh's import refuses them).
                 if !crate::session::known::is_known_event_type(&event.kind) {
@@ -196,7 +209,7 @@ impl Store {
                 &events,
                 InvariantMode::Off,
             )
-            .map_err(|e| replay_failed(0, e.to_string()))?;
+            .map_err(|e| replay_failed(0, ReplayFailure::Load(e)))?;
             state = loaded.state;
             state.set_invariant_mode(self.config.invariants);
             for (seq, prev, next) in self.index.surface_links(number)? {
@@ -222,7 +235,7 @@ impl Store {
             for seq in covered..row.next_seq {
                 let event = self
                     .read_resolved(number, seq, &mut cache)
-                    .map_err(|e| replay_failed(seq, e.to_string()))?;
+                    .map_err(|e| replay_failed(seq, ReplayFailure::Read(e)))?;
                 let lookup = StoreLookup {
                     store: self,
                     number,
@@ -230,7 +243,7 @@ impl Store {
                 };
                 let applied = state
                     .append(&event, &lookup)
-                    .map_err(|e| replay_failed(seq, e.to_string()))?;
+                    .map_err(|e| replay_failed(seq, ReplayFailure::Rule(e)))?;
                 if seq >= row.surface_covered
                     && let Some(change) = &applied.surface
                 {
@@ -267,10 +280,10 @@ impl Store {
         let len = self.registry().get(number).map_or(0, |r| r.next_seq);
         let (mut restored, replayed) =
             self.restore_projections(number, len)
-                .map_err(|e| AppendError::Semantics {
+                .map_err(|e| AppendError::Replay {
                     session: format!("#{number}"),
                     seq: 0,
-                    reason: format!("restoring projections failed: {e}"),
+                    reason: Box::new(ReplayFailure::Projections(e)),
                 })?;
         if (replayed || restored.rebuilt_any()) && self.committer.is_some() {
             let ops = projection_ops(&self.config.projections, number, &mut restored.states);
@@ -308,19 +321,16 @@ impl Store {
             let mut cache = FrameCache::default();
             let events = (from..len).map(|seq| match lookup.event_at_cached(seq, &mut cache) {
                 Ok(Some(e)) => Ok(e.into_owned()),
-                Ok(None) => Err(ReadError::NoSuchSession(format!("#{number} seq {seq}"))),
-                Err(e) => Err(ReadError::Corruption {
-                    position: LogPosition::default(),
-                    detail: e.to_string(),
+                Ok(None) => Err(LookupError {
+                    seq,
+                    message: format!("session #{number} has no event at seq {seq}"),
                 }),
+                Err(e) => Err(e),
             });
             self.config
                 .projections
                 .replay(&mut restored.states, events)
-                .map_err(|e| ReadError::Corruption {
-                    position: LogPosition::default(),
-                    detail: e.to_string(),
-                })?;
+                .map_err(|e| ReadError::Projections(Box::new(e)))?;
         }
         Ok((restored, from < len))
     }
@@ -416,7 +426,11 @@ impl Store {
     }
 
     /// Encodes an event record, refusing one that would not fit in a frame.
-    pub(super) fn encode_event_checked(&self, number: u64, event: &Event) -> Result<Vec<u8>, AppendError> {
+    pub(super) fn encode_event_checked(
+        &self,
+        number: u64,
+        event: &Event,
+    ) -> Result<Vec<u8>, AppendError> {
         let bytes = encode_event(number, event)?;
         self.check_fits(&bytes, &event.kind)?;
         Ok(bytes)
@@ -472,7 +486,7 @@ impl Store {
             session: session.to_owned(),
             kind: event.kind.clone(),
             seq: expected,
-            reason: e.to_string(),
+            reason: e,
         })
     }
 }
@@ -497,24 +511,19 @@ pub(crate) fn projection_ops(
 }
 
 pub(super) fn encode_event(session: u64, event: &Event) -> Result<Vec<u8>, AppendError> {
-    Record::encode_event(session, event)
-        .map_err(|e| AppendError::Io(std::io::Error::other(e.to_string())))
+    Record::encode_event(session, event).map_err(AppendError::Encode)
 }
 
 pub(crate) fn encode(record: &Record) -> Result<Vec<u8>, AppendError> {
     let mut bytes = Vec::new();
     record
         .encode_into(&mut bytes)
-        .map_err(|e| AppendError::Io(std::io::Error::other(e.to_string())))?;
+        .map_err(AppendError::Encode)?;
     Ok(bytes)
 }
 
 pub(crate) fn state_bytes(state: &SessionState) -> Result<Vec<u8>, AppendError> {
-    state.to_bytes().map_err(|e| {
-        AppendError::Io(std::io::Error::other(format!(
-            "encoding session state: {e}"
-        )))
-    })
+    state.to_bytes().map_err(AppendError::EncodeState)
 }
 
 /// Copies the surface summary of `state` into a session row.
@@ -529,7 +538,12 @@ pub(crate) fn set_surface(row: &mut SessionRow, state: &SessionState) {
 
 /// The index operations that turn the surface before `change` into `nodes` (after it): the
 /// removed nodes are unlinked; the new node and its neighbours get their links.
-pub(super) fn surface_ops(number: u64, nodes: &[Seq], change: &SurfaceChange, ops: &mut Vec<IndexOp>) {
+pub(super) fn surface_ops(
+    number: u64,
+    nodes: &[Seq],
+    change: &SurfaceChange,
+    ops: &mut Vec<IndexOp>,
+) {
     for &seq in &change.removed {
         ops.push(IndexOp::Unlink {
             session: number,
@@ -571,6 +585,6 @@ pub(super) fn validate_header(h: &SessionHeader) -> Result<(), AppendError> {
     }
     crate::session::header::validate_header_for_write(h).map_err(|e| AppendError::InvalidHeader {
         id: h.id.clone(),
-        reason: e.to_string(),
+        reason: e,
     })
 }

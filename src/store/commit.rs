@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
-use crate::error::AppendError;
+use crate::error::{AppendError, WriteFailure};
 use crate::event::{Event, Seq};
 use crate::fs::StorageFile;
 use crate::index::{Index, IndexBatch, IndexOp, Location, SessionRow, Watermark};
@@ -196,7 +196,7 @@ struct State {
     written_lsn: u64,
     durable_lsn: u64,
     leader: bool,
-    failed: Option<String>,
+    failed: Option<WriteFailure>,
     active: Option<Active>,
     /// Segment numbers in use (the next segment is `last + 1`).
     next_segment: u64,
@@ -428,7 +428,7 @@ impl Committer {
     }
 
     /// The error that poisoned the committer, if any.
-    pub(crate) fn failure(&self) -> Option<String> {
+    pub(crate) fn failure(&self) -> Option<WriteFailure> {
         self.lock().failed.clone()
     }
 
@@ -503,7 +503,7 @@ impl Committer {
                 .map(|s| (*s).to_owned())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a panic".to_owned());
-            Err(AppendError::PreviousIo(format!(
+            Err(AppendError::Writer(format!(
                 "the writer panicked ({what}); if the index is damaged, run `sessionlog recover`"
             )))
         });
@@ -543,10 +543,10 @@ impl Committer {
                 Ok(())
             }
             Err(e) => {
-                let msg = e.to_string();
-                st.failed = Some(msg.clone());
+                let failure = WriteFailure::from(e);
+                st.failed = Some(failure.clone());
                 self.cond.notify_all();
-                Err(AppendError::PreviousIo(msg))
+                Err(AppendError::PreviousIo(failure))
             }
         }
     }
@@ -580,7 +580,7 @@ impl Committer {
             let raw = staged
                 .raw
                 .get(plan.start..plan.end)
-                .ok_or_else(|| AppendError::PreviousIo("staged records out of bounds".into()))?;
+                .ok_or_else(|| AppendError::Writer("staged records out of bounds".into()))?;
             let bytes = lock_encoder(&self.encoder).encode(
                 raw,
                 self.config.compress_threshold,
@@ -607,7 +607,7 @@ impl Committer {
             a.last_frame = Some(offset);
             written += bytes.len() as u64;
             let frame_len = u32::try_from(bytes.len())
-                .map_err(|_| AppendError::PreviousIo("frame over 4 GiB".into()))?;
+                .map_err(|_| AppendError::Writer("frame over 4 GiB".into()))?;
             while let Some(e) = events.next_if(|e| e.record_offset < plan.end) {
                 batch.events.push((
                     e.session,
@@ -688,7 +688,7 @@ impl Committer {
         }
         active
             .as_mut()
-            .ok_or_else(|| AppendError::PreviousIo("no active segment".into()))
+            .ok_or_else(|| AppendError::Writer("no active segment".into()))
     }
 }
 

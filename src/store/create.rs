@@ -1,12 +1,12 @@
 //! Creating a session and importing a whole stored session as one operation.
 
-use std::sync::Arc;
-use crate::error::AppendError;
+use super::commit::Stage;
+use crate::error::{AppendError, ReplayFailure};
 use crate::event::{Event, SessionHeader};
 use crate::index::{IndexOp, NO_NODE};
 use crate::log::record::Record;
 use crate::session::{InvariantMode, SessionState};
-use super::commit::Stage;
+use std::sync::Arc;
 
 use super::*;
 
@@ -66,10 +66,10 @@ impl Store {
             .config
             .projections
             .fold_all(loaded.view.apply(&events).iter())
-            .map_err(|e| AppendError::Semantics {
+            .map_err(|e| AppendError::Replay {
                 session: id.clone(),
                 seq: 0,
-                reason: e.to_string(),
+                reason: Box::new(ReplayFailure::Fold(e)),
             })?;
         validate_header(&header)?;
         for e in &events {
@@ -158,5 +158,3 @@ impl Store {
         Ok(self.finish(lsn, last)?)
     }
 }
-
-

@@ -22,11 +22,11 @@ mod append;
 mod commit;
 mod config;
 mod create;
-mod read;
 #[cfg(feature = "internals")]
 mod internals;
 mod lock;
 mod open;
+mod read;
 pub mod recovery;
 mod registry;
 mod session;
@@ -60,12 +60,11 @@ use commit::{CommitConfig, Committer, Goal};
 pub use recovery::RecoveryReport;
 use registry::Registry;
 
-pub use config::{Config, Durability};
 use config::validate_config;
+pub use config::{Config, Durability};
+pub use registry::RegistryError;
 
-use append::{
-    encode, projection_ops, set_surface, state_bytes, validate_header,
-};
+use append::{encode, projection_ops, set_surface, state_bytes, validate_header};
 pub use read::Events;
 use read::{FrameCache, StoreLookup};
 
@@ -528,7 +527,6 @@ impl Store {
         }
         c.commit(c.staged_lsn(), Goal::Durable, true)
     }
-
 }
 
 impl Drop for Store {
@@ -603,7 +601,6 @@ impl StoreLookup<'_> {
         }
     }
 }
-
 
 fn spawn_group_timer(
     committer: Arc<Committer>,

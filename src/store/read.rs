@@ -1,8 +1,6 @@
 //! Reads: events by seq, ranges, the surface, derived messages, listings; the frame cache
 //! and the lookup the session layer reads through.
 
-use std::collections::HashMap;
-use std::sync::Arc;
 use crate::error::{IndexError, ReadError};
 use crate::event::{Event, Seq, SessionHeader};
 use crate::index::{Location, NO_NODE, Run};
@@ -11,6 +9,8 @@ use crate::log::frame::FrameLimits;
 use crate::log::record::Record;
 use crate::session::derive::DerivedMessage;
 use crate::session::{EventLookup, InvariantMode, LookupError, SessionState};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::*;
 
@@ -83,7 +83,12 @@ impl Store {
         self.read_one(owner, seq, cache)
     }
 
-    pub(super) fn read_one(&self, number: u64, seq: Seq, cache: &mut FrameCache) -> Result<Event, ReadError> {
+    pub(super) fn read_one(
+        &self,
+        number: u64,
+        seq: Seq,
+        cache: &mut FrameCache,
+    ) -> Result<Event, ReadError> {
         if let Some(e) = self.committer.as_ref().and_then(|c| c.pending(number, seq)) {
             return Ok((*e).clone());
         }
@@ -258,7 +263,11 @@ impl Store {
     /// bad length, checksum or encoding), or a `covered` seq beyond the session's log gives
     /// `None`, and the caller replays the session from seq 0 — as the projections fall back
     /// to a replay (`restore_projections`).
-    pub(super) fn state_checkpoint(&self, number: u64, next_seq: Seq) -> Option<(Seq, SessionState)> {
+    pub(super) fn state_checkpoint(
+        &self,
+        number: u64,
+        next_seq: Seq,
+    ) -> Option<(Seq, SessionState)> {
         let (covered, bytes) = self.index.state(number).ok().flatten()?;
         if covered > next_seq {
             return None;
@@ -267,7 +276,11 @@ impl Store {
         Some((covered, state))
     }
 
-    pub(super) fn load_state_read_only(&self, number: u64, core: &mut Core) -> Result<(), ReadError> {
+    pub(super) fn load_state_read_only(
+        &self,
+        number: u64,
+        core: &mut Core,
+    ) -> Result<(), ReadError> {
         let registry_row = self.registry().get(number).cloned();
         let Some(row) = registry_row else {
             return Err(ReadError::NoSuchSession(format!("#{number}")));
@@ -288,7 +301,10 @@ impl Store {
             };
             state
                 .append(&event, &lookup)
-                .map_err(|e| ReadError::Derive(format!("replaying seq {seq} failed: {e}")))?;
+                .map_err(|e| ReadError::Replay {
+                    seq,
+                    reason: Box::new(e),
+                })?;
         }
         core.state = Some(state);
         Ok(())
@@ -339,7 +355,7 @@ impl Store {
 }
 
 pub(super) fn derive_error(e: crate::session::derive::DeriveError) -> ReadError {
-    ReadError::Derive(e.to_string())
+    ReadError::Derive(Box::new(e))
 }
 
 /// Earlier events of a session, as the semantics ask for them: the batch being appended

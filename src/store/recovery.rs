@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use crate::error::{LogPosition, OpenError};
+use crate::error::{Damage, LogPosition, OpenError};
 use crate::event::Seq;
 use crate::index::{Index, IndexBatch, Location, Watermark};
 use crate::log::Segments;
@@ -114,7 +114,12 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
     let from = scan_start(&loaded.watermark, &numbers);
     report.scanned_from = from;
     let salvage = input.mode == RecoveryMode::SalvageSkippingBadFrames;
-    let mut tail = Tail::new(loaded.registry, loaded.watermark, input.index_writable, salvage);
+    let mut tail = Tail::new(
+        loaded.registry,
+        loaded.watermark,
+        input.index_writable,
+        salvage,
+    );
     let scanned = tail.replay(&input, &numbers, from, &mut report)?;
     let end = cut_torn_tail(&input, &mut numbers, &scanned, &mut report)?;
     // Whether recovery changed anything the files must record (else a clean open writes
@@ -197,7 +202,7 @@ fn check_segments(
                         segment: n,
                         offset: 0,
                     },
-                    reason: format!("segment header: {e}"),
+                    reason: Damage::SegmentHeader(e),
                 });
             }
             HeaderCheck::BadMagic => return Err(OpenError::NotASegment { path }),
@@ -399,7 +404,7 @@ impl Tail {
             Err(e) => {
                 return Err(OpenError::Corruption {
                     position: frame.position,
-                    reason: format!("frame passes its CRC but its records do not decode: {e}"),
+                    reason: Damage::Records(e),
                 });
             }
         };
@@ -564,10 +569,10 @@ impl Tail {
 }
 
 /// A frame that passes its CRC but whose records do not apply: corruption at `position`.
-fn corrupt(position: LogPosition, reason: impl std::fmt::Display) -> OpenError {
+fn corrupt(position: LogPosition, reason: super::registry::RegistryError) -> OpenError {
     OpenError::Corruption {
         position,
-        reason: reason.to_string(),
+        reason: Damage::Registry(reason),
     }
 }
 

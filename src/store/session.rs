@@ -32,7 +32,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::error::{AppendError, ReadError};
+use crate::error::{AppendError, ReadError, ReplayFailure};
 use crate::event::{Event, Seq, SessionHeader, SurfaceOp};
 use crate::index::{IndexOp, NO_NODE};
 use crate::log::record::Record;
@@ -42,7 +42,9 @@ use crate::session::fork::{ForkError, plan_fork};
 use crate::typed::TypedEvent;
 
 use super::commit::Stage;
-use super::{FrameCache, Receipt, SessionOptions, Store, StoreLookup, encode, lock, set_surface, state_bytes};
+use super::{
+    FrameCache, Receipt, SessionOptions, Store, StoreLookup, encode, lock, set_surface, state_bytes,
+};
 
 /// How an appended event joins the surface (dsh's surface metadata).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -219,18 +221,18 @@ impl Store {
                 let mut events = Vec::with_capacity(plan.seed_length.min(1 << 20) as usize);
                 for seq in 0..plan.seed_length {
                     events.push(self.read_resolved(number, seq, &mut cache).map_err(|e| {
-                        AppendError::Semantics {
+                        AppendError::Replay {
                             session: source.to_owned(),
                             seq,
-                            reason: e.to_string(),
+                            reason: Box::new(ReplayFailure::Read(e)),
                         }
                     })?);
                 }
                 SessionState::rebuild(&events, state.invariant_mode()).map_err(|e| {
-                    AppendError::Semantics {
+                    AppendError::Replay {
                         session: source.to_owned(),
                         seq: 0,
-                        reason: e.to_string(),
+                        reason: Box::new(ReplayFailure::Seed(e)),
                     }
                 })?
             }

@@ -567,7 +567,8 @@ pub fn append_api(data: &[u8]) {
                         | AppendError::BadData { .. }
                         | AppendError::Envelope { .. }
                         | AppendError::TooLarge { .. }
-                        | AppendError::Semantics { .. },
+                        | AppendError::Semantics { .. }
+                        | AppendError::Replay { .. },
                     ) => {}
                     Err(e) => panic!("append: unexpected error {e}"),
                 }

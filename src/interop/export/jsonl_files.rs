@@ -2,8 +2,8 @@
 
 use super::ExportError;
 use super::atomic::io;
-use crate::interop::atomic::{AtomicFile, TEMP_NAME_EXTRA};
 use crate::event::{Event, Packing, SessionHeader};
+use crate::interop::atomic::{AtomicFile, TEMP_NAME_EXTRA};
 use crate::interop::chunk_rows::{CHUNK_EVENT_TYPE, PackPolicy};
 use crate::interop::jsonl::{self, Compression, JsonlWriteError};
 use crate::store::Store;
