@@ -1142,7 +1142,8 @@ fn reopen_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<ReopenRow>> {
 // ---------------------------------------------------------------------------------------------
 
 fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/dsh-sessions")
+    // This crate sits in `bench/`: the fixtures are beside the repository, two levels up.
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/dsh-sessions")
 }
 
 fn replay_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<ReplayRow>> {

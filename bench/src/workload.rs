@@ -9,7 +9,7 @@
 //!   benchmarks can replay them.
 //!
 //! ```
-//! use crate::workload::{SessionGenerator, WorkloadConfig};
+//! use sessionlog_bench::workload::{SessionGenerator, WorkloadConfig};
 //!
 //! let config = WorkloadConfig { turns: 2, ..WorkloadConfig::default() };
 //! let groups: Vec<_> = SessionGenerator::new(&config, 0).collect();

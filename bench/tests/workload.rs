@@ -1,7 +1,9 @@
 //! The benchmark workload: the dsh session generator and the fixture replay reader.
 
+#[path = "../../tests/common/shared_fixtures.rs"]
+mod shared_fixtures;
+
 use std::collections::HashSet;
-use std::path::Path;
 
 use sessionlog::event::{Event, SurfaceOp};
 use sessionlog::json::{self, JsonLimits};
@@ -349,9 +351,12 @@ fn store_accepts_the_workload() {
 /// contiguous from 0, packed rows expand to chunk events.
 #[test]
 fn fixture_logs_replay() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/dsh-sessions");
+    let Some(root) = shared_fixtures::shared_fixtures("dsh-sessions") else {
+        return;
+    };
+    let dir = root.join("dsh-sessions");
     let Some(sessions) = load_fixture_sessions(&dir).unwrap() else {
-        eprintln!("skipping: {} not found", dir.display());
+        shared_fixtures::skipped(&dir);
         return;
     };
     let manifest = std::fs::read_to_string(dir.join("MANIFEST.tsv")).unwrap();

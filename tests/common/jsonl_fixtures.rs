@@ -5,15 +5,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The fixtures directory, or `None` (with a note) when it is absent.
+/// The fixtures directory, or `None` (with a loud `SKIPPED` note) when it is absent.
 pub fn fixtures_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
-    if dir.join("dsh-sessions").is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("skipping: {} not found", dir.display());
-        None
-    }
+    super::shared_fixtures::shared_fixtures("dsh-sessions")
 }
 
 /// The placeholder substitution dsh's web test scaffold applies (fixtures/README.md):

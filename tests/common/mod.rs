@@ -1,21 +1,21 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use sessionlog::event::{Event, SessionHeader};
 use sessionlog::session::InvariantMode;
 use sessionlog::store::{Config, Durability, Store};
 
-/// The shared fixtures directory, or `None` (with a printed note) when it is absent.
-pub fn fixtures_dir(what: &str) -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("skipping {what}: {} not found", dir.display());
-        None
-    }
+pub mod jsonl_fixtures;
+pub mod session_build;
+pub mod session_fixtures;
+pub mod shared_fixtures;
+pub mod sqlite_fixtures;
+
+/// The shared fixtures directory, or `None` (with a loud `SKIPPED` note) when it is absent.
+pub fn fixtures_dir(_what: &str) -> Option<PathBuf> {
+    shared_fixtures::shared_fixtures("")
 }
 
 /// A config with the given durability and small segments (so tests roll over).

@@ -13,15 +13,9 @@ use sessionlog::session::RawDefects;
 use sessionlog::session::load::{StoredEvent, parse_stored_event};
 use std::path::{Path, PathBuf};
 
-/// The fixture root, or `None` (with a note) when it is absent.
+/// The fixture root, or `None` (with a loud `SKIPPED` note) when it is absent.
 pub fn fixtures_root() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
-    if root.join("dsh-sessions").is_dir() {
-        Some(root)
-    } else {
-        eprintln!("skipping: {} not found", root.display());
-        None
-    }
+    super::shared_fixtures::shared_fixtures("dsh-sessions")
 }
 
 /// `{{cwd}}` → `/home/agent/project`, `{{sessionId}}` → `ph-<base>`, other `{{x}}` → `ph-x`.

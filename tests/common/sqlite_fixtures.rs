@@ -10,15 +10,9 @@ use rusqlite::{Connection, OpenFlags};
 use serde_json::{Map, Value as Json, json};
 use sessionlog::event::{Event, SurfaceOp};
 
-/// `../shared/fixtures`, or `None` (with a note) when absent.
+/// `../shared/fixtures`, or `None` (with a loud `SKIPPED` note) when absent.
 pub fn fixtures() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("skipping: {} not found", dir.display());
-        None
-    }
+    super::shared_fixtures::shared_fixtures("")
 }
 
 /// The `.db` files of `dsh-written/<version_dir>`, sorted, with their fixture base names.

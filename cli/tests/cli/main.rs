@@ -1,0 +1,25 @@
+//! The `sessionlog` binary's tests, one test binary (link time dominates the build). Each
+//! module is one former `cli/tests/<name>.rs`; run one with
+//! `cargo test --release -p sessionlog-cli --test cli <module>::`.
+
+#[path = "../../../tests/common/jsonl_fixtures.rs"]
+mod jsonl_fixtures;
+#[path = "../../../tests/common/shared_fixtures.rs"]
+mod shared_fixtures;
+
+mod bench_smoke;
+mod cli;
+mod crash_import;
+mod crash_kill;
+mod hygiene;
+mod index_damage;
+
+/// Every test of this binary takes this lock and runs alone. A test that spawns the CLI forks
+/// while another test's store is open, and the child holds copies of every open descriptor
+/// until it execs, that store's `LOCK` file (and its flock) included: an open right after a
+/// close could briefly see the store as locked, and a child meant to find a store free could
+/// find it held. One process-wide lock for all modules rules both out.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
