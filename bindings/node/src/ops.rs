@@ -98,7 +98,8 @@ impl Opened {
     }
 
     fn events_json(&self, out: &mut String, id: &str, from: u64, to: u64) -> Result<(), Failure> {
-        let mut events: Vec<Event> = Vec::with_capacity(to.saturating_sub(from).min(1 << 16) as usize);
+        let mut events: Vec<Event> =
+            Vec::with_capacity(to.saturating_sub(from).min(1 << 16) as usize);
         for e in self.store.events(id, from..to)? {
             events.push(e?);
         }
@@ -107,7 +108,10 @@ impl Opened {
 
     fn header_json(&self, out: &mut String, id: &str) -> Result<(), Failure> {
         let h = self.store.header(id).ok_or_else(|| {
-            Failure::new("SESSION_NOT_FOUND", format!("session {id:?} does not exist"))
+            Failure::new(
+                "SESSION_NOT_FOUND",
+                format!("session {id:?} does not exist"),
+            )
         })?;
         wire::write_header(out, &h);
         Ok(())
@@ -115,7 +119,10 @@ impl Opened {
 
     fn len(&self, id: &str) -> Result<u64, Failure> {
         self.store.len(id).ok_or_else(|| {
-            Failure::new("SESSION_NOT_FOUND", format!("session {id:?} does not exist"))
+            Failure::new(
+                "SESSION_NOT_FOUND",
+                format!("session {id:?} does not exist"),
+            )
         })
     }
 }
@@ -188,7 +195,10 @@ impl Inner {
             let id = h.id.clone();
             o.store.create(h)?;
             o.bump(&id);
-            Ok(format!("{{\"revision\":{}}}", wire::string(&o.revision(&id, 0))))
+            Ok(format!(
+                "{{\"revision\":{}}}",
+                wire::string(&o.revision(&id, 0))
+            ))
         })
     }
 
@@ -303,7 +313,11 @@ impl Inner {
                 out.push_str(",\"events\":");
                 o.events_json(&mut out, id, 0, len)?;
             }
-            let _ = write!(out, ",\"revision\":{}}}", wire::string(&o.revision(id, len)));
+            let _ = write!(
+                out,
+                ",\"revision\":{}}}",
+                wire::string(&o.revision(id, len))
+            );
             Ok(out)
         })
     }
@@ -316,7 +330,11 @@ impl Inner {
             o.header_json(&mut out, id)?;
             let _ = write!(out, ",\"length\":{len},\"events\":");
             o.events_json(&mut out, id, from.min(len), len)?;
-            let _ = write!(out, ",\"revision\":{}}}", wire::string(&o.revision(id, len)));
+            let _ = write!(
+                out,
+                ",\"revision\":{}}}",
+                wire::string(&o.revision(id, len))
+            );
             Ok(out)
         })
     }
@@ -427,11 +445,7 @@ impl Inner {
     }
 
     pub fn close(&self) -> Result<String, Failure> {
-        let taken = self
-            .open
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let taken = self.open.write().unwrap_or_else(|p| p.into_inner()).take();
         match taken {
             Some(o) => {
                 o.store.close()?;

@@ -107,9 +107,8 @@ pub fn events_from_jsonl(text: &str) -> Result<Vec<Event>, Failure> {
         .filter(|l| !l.trim().is_empty())
         .enumerate()
         .map(|(i, line)| {
-            let w: WireEvent<'_> = serde_json::from_str(line).map_err(|e| {
-                invalid(format!("JSONL line {} is not a dsh event: {e}", i + 1))
-            })?;
+            let w: WireEvent<'_> = serde_json::from_str(line)
+                .map_err(|e| invalid(format!("JSONL line {} is not a dsh event: {e}", i + 1)))?;
             to_event(w, i)
         })
         .collect()
@@ -125,7 +124,10 @@ pub fn write_events(out: &mut String, events: &[Event]) -> Result<(), Failure> {
         write_event_line(out, e).map_err(|err| {
             Failure::new(
                 "UNREPRESENTABLE",
-                format!("event {} (seq {}) cannot be written as JSON: {err}", e.kind, e.seq),
+                format!(
+                    "event {} (seq {}) cannot be written as JSON: {err}",
+                    e.kind, e.seq
+                ),
             )
         })?;
     }

@@ -1,7 +1,6 @@
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const fs = require('node:fs');
 const path = require('node:path');
 
 const { Store, SessionlogError } = require('..');
@@ -238,10 +237,6 @@ test('revisions: stable while unchanged, new after every change, qualified by th
   const again = await Store.open(dirA);
   assert.notEqual((await again.revision('s')).revision, ra2);
   await again.close();
-});
-
-test('the addon file is what scripts/build.js produced', () => {
-  assert.ok(fs.existsSync(path.join(__dirname, '..', 'sessionlog.node')));
 });
 
 test('unicode and escapes round-trip', async (t) => {
