@@ -145,7 +145,8 @@ export class Store {
   append(id: string, events: SessionEvent[] | string): Promise<AppendResult>;
   createWithBatch(header: SessionHeader, events: SessionEvent[]): Promise<AppendResult>;
   flush(): Promise<void>;
-  resume(id: string, options?: { events?: boolean }): Promise<Resumed>;
+  /** `repair: false`: never append closers (the view of a live, mid-turn session). */
+  resume(id: string, options?: { events?: boolean; repair?: boolean }): Promise<Resumed>;
   readFrom(id: string, fromSeq?: number): Promise<SessionEvent[]>;
   read(id: string, fromSeq?: number): Promise<{ header: SessionHeader; length: number; events: SessionEvent[]; revision: string }>;
   revision(id: string): Promise<{ length: number; revision: string } | undefined>;

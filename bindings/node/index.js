@@ -198,11 +198,13 @@ class Store {
   /**
    * Resumes a session from the surface index (no replay): `{header, length, surface, messages,
    * messageSeqs, repaired, revision, events?}`. With the store's `repairOnResume` (default),
-   * a log ending inside an open turn first gets dsh's crash closers (`repaired` counts them).
+   * a log ending inside an open turn first gets dsh's crash closers (`repaired` counts them);
+   * `{repair: false}` reads the same view and never writes (use it mid-turn).
    */
   async resume(id, options = {}) {
     checkId(id);
-    return unwrap(await this.#native.resume(id, Boolean(options && options.events)));
+    const o = options ?? {};
+    return unwrap(await this.#native.resume(id, Boolean(o.events), o.repair !== false));
   }
 
   /** The stored events with `seq >= fromSeq`. */

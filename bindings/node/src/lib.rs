@@ -115,8 +115,8 @@ impl NativeStore {
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn resume(&self, id: String, with_events: bool) -> AsyncTask<Op> {
-        self.run(move |inner| inner.resume(&id, with_events))
+    pub fn resume(&self, id: String, with_events: bool, repair: bool) -> AsyncTask<Op> {
+        self.run(move |inner| inner.resume(&id, with_events, repair))
     }
 
     /// Events with seq >= `from_seq` plus the header and the revision they were read at.

@@ -275,10 +275,16 @@ impl Inner {
         })
     }
 
-    pub fn resume(&self, id: &str, with_events: bool) -> Result<String, Failure> {
+    pub fn resume(&self, id: &str, with_events: bool, repair: bool) -> Result<String, Failure> {
         self.with(|o| {
             let before = o.len(id)?;
-            let session = o.store.resume(id)?;
+            // `Store::resume` repairs a log left inside an open turn (when the store's
+            // `repair_on_resume` is on); `Store::session` is the same view without repair.
+            let session = if repair {
+                o.store.resume(id)?
+            } else {
+                o.store.session(id)?
+            };
             let len = session.len();
             if len != before {
                 o.bump(id);

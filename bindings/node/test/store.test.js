@@ -251,3 +251,34 @@ test('unicode and escapes round-trip', async (t) => {
   assert.equal(r.header.agentPreset, 'p"q');
   await store.close();
 });
+
+test("the README's agent loop runs", async (t) => {
+  const store = await Store.open(tempDir(t), { durability: 'group' });
+  await store.create({ version: 0, id: 'chat-1', createdAt: Date.now(), cwd: process.cwd() });
+  let seq = 0, turn = 0;
+  const ev = (type, data, surface) => ({ type, seq: seq++, time: Date.now(), data, ...(surface && { surfaceOp: 'append' }) });
+  async function userTurn(text, callModel) {
+    turn++;
+    await store.append('chat-1', [ev('turn/start', { turn }), ev('user/message', { id: `u${turn}`, role: 'user', content: [{ type: 'text', text }], source: { kind: 'user' } }, true)]);
+    const { messages } = await store.resume('chat-1', { repair: false }); // surface, from the index
+    const reply = await callModel(messages);
+    await store.append('chat-1', [ev('step/start', { turn, step: 1 }),
+      ev('assistant/message', { turn, step: 1, message: { id: `a${turn}`, role: 'assistant', content: reply, source: { kind: 'model', provider: 'p', model: 'm' } } }, true),
+      ev('step/end', { turn, step: 1 }), ev('turn/end', { turn, reason: { kind: 'completed' } })]);
+  }
+  const seen = [];
+  const model = async (messages) => {
+    seen.push(messages.length);
+    return [{ type: 'text', text: `reply to ${messages.at(-1).content[0].text}` }];
+  };
+  await userTurn('one', model);
+  await userTurn('two', model);
+  await store.flush();
+  // The model saw 1 message, then 3; the open turn was never closed behind its back.
+  assert.deepEqual(seen, [1, 3]);
+  const r = await store.resume('chat-1');
+  assert.equal(r.repaired, 0);
+  assert.equal(r.messages.length, 4);
+  assert.equal(r.messages[3].content[0].text, 'reply to two');
+  await store.close();
+});
