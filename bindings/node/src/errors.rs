@@ -1,7 +1,5 @@
 //! Engine errors as stable string codes (the `code` of the JavaScript `SessionlogError`).
 
-#![deny(unsafe_code)]
-
 use sessionlog::{AppendError, ForkFailure, OpenError, ReadError};
 
 /// A failed call: a stable code, the engine's message, and details (JSON members text).

@@ -5,8 +5,6 @@
 //! `RawValue` keeps the span); the engine then validates it with its own lossless-JSON rules
 //! on append. Events go out through the engine's own line writer (`write_event_line`).
 
-#![deny(unsafe_code)]
-
 use std::fmt::Write as _;
 
 use serde::Deserialize;
