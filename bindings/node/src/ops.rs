@@ -1,0 +1,460 @@
+//! What each call does, on an opened store, with results as JSON text.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{Mutex, RwLock};
+use std::time::Duration;
+
+use serde::Deserialize;
+use sessionlog::{Config, Durability, Event, InvariantMode, Store};
+
+use crate::errors::Failure;
+use crate::wire;
+
+/// The native store: empty until opened, emptied by close.
+pub struct Inner {
+    pub open: RwLock<Option<Opened>>,
+}
+
+/// An opened store and the binding's revision bookkeeping.
+pub struct Opened {
+    store: Store,
+    /// Qualifies every revision: the store directory's identity and a random nonce of this
+    /// open (so a store deleted and recreated, or reopened, never repeats a revision).
+    tag: String,
+    revisions: Mutex<Revisions>,
+}
+
+#[derive(Default)]
+struct Revisions {
+    counter: u64,
+    by_id: HashMap<String, u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Options {
+    durability: Option<String>,
+    group_delay_ms: Option<u64>,
+    read_only: Option<bool>,
+    invariants: Option<String>,
+    repair_on_resume: Option<bool>,
+}
+
+const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
+
+fn seq_arg(name: &str, v: f64) -> Result<u64, Failure> {
+    if v.fract() != 0.0 || !(0.0..=MAX_SAFE).contains(&v) {
+        return Err(Failure::new(
+            "INVALID_ARGUMENT",
+            format!("{name} must be a non-negative safe integer, got {v}"),
+        ));
+    }
+    Ok(v as u64)
+}
+
+fn store_tag(dir: &std::path::Path) -> String {
+    let mut tag = String::from("dir");
+    if let Ok(meta) = std::fs::metadata(dir) {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let _ = write!(tag, ":{}:{}", meta.dev(), meta.ino());
+        }
+        let born = meta
+            .created()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        let _ = write!(tag, ":{born}");
+    }
+    let nonce = (
+        RandomState::new().hash_one(std::process::id()),
+        RandomState::new().hash_one(std::time::SystemTime::now()),
+    );
+    let _ = write!(tag, ":open:{:016x}{:016x}", nonce.0, nonce.1);
+    tag
+}
+
+impl Opened {
+    fn bump(&self, id: &str) {
+        let mut r = self.revisions.lock().unwrap_or_else(|p| p.into_inner());
+        r.counter += 1;
+        let n = r.counter;
+        r.by_id.insert(id.to_owned(), n);
+    }
+
+    fn revision(&self, id: &str, len: u64) -> String {
+        let r = self.revisions.lock().unwrap_or_else(|p| p.into_inner());
+        let generation = r.by_id.get(id).copied().unwrap_or(0);
+        format!(
+            "sessionlog:{}:session:{}:{id}:gen:{generation}:len:{len}",
+            self.tag,
+            id.len()
+        )
+    }
+
+    fn events_json(&self, out: &mut String, id: &str, from: u64, to: u64) -> Result<(), Failure> {
+        let mut events: Vec<Event> =
+            Vec::with_capacity(to.saturating_sub(from).min(1 << 16) as usize);
+        for e in self.store.events(id, from..to)? {
+            events.push(e?);
+        }
+        wire::write_events(out, &events)
+    }
+
+    fn header_json(&self, out: &mut String, id: &str) -> Result<(), Failure> {
+        let h = self.store.header(id).ok_or_else(|| {
+            Failure::new(
+                "SESSION_NOT_FOUND",
+                format!("session {id:?} does not exist"),
+            )
+        })?;
+        wire::write_header(out, &h);
+        Ok(())
+    }
+
+    fn len(&self, id: &str) -> Result<u64, Failure> {
+        self.store.len(id).ok_or_else(|| {
+            Failure::new(
+                "SESSION_NOT_FOUND",
+                format!("session {id:?} does not exist"),
+            )
+        })
+    }
+}
+
+impl Inner {
+    fn with<R>(&self, f: impl FnOnce(&Opened) -> Result<R, Failure>) -> Result<R, Failure> {
+        let guard = self.open.read().unwrap_or_else(|p| p.into_inner());
+        match guard.as_ref() {
+            Some(o) => f(o),
+            None => Err(Failure::new(
+                "STORE_CLOSED",
+                "the store is closed (or was never opened); open it with Store.open",
+            )),
+        }
+    }
+
+    pub fn open(&self, dir: &str, options: &str) -> Result<String, Failure> {
+        let o: Options = if options.trim().is_empty() {
+            Options::default()
+        } else {
+            serde_json::from_str(options)
+                .map_err(|e| Failure::new("INVALID_OPTIONS", format!("store options: {e}")))?
+        };
+        let durability = match o.durability.as_deref() {
+            None | Some("sync") => Durability::Sync,
+            Some("buffered") => Durability::Buffered,
+            Some("group") => Durability::Group {
+                max_delay: Duration::from_millis(o.group_delay_ms.unwrap_or(10)),
+            },
+            Some(other) => {
+                return Err(Failure::new(
+                    "INVALID_OPTIONS",
+                    format!("durability must be 'sync', 'group' or 'buffered', got {other:?}"),
+                ));
+            }
+        };
+        let invariants = match o.invariants.as_deref() {
+            None | Some("always") => InvariantMode::Always,
+            Some("off") => InvariantMode::Off,
+            Some("debug") => InvariantMode::Debug,
+            Some(other) => {
+                return Err(Failure::new(
+                    "INVALID_OPTIONS",
+                    format!("invariants must be 'always', 'debug' or 'off', got {other:?}"),
+                ));
+            }
+        };
+        let config = Config::default()
+            .durability(durability)
+            .read_only(o.read_only.unwrap_or(false))
+            .invariants(invariants)
+            .repair_on_resume(o.repair_on_resume.unwrap_or(true));
+        let mut slot = self.open.write().unwrap_or_else(|p| p.into_inner());
+        if slot.is_some() {
+            return Err(Failure::new("ALREADY_OPEN", "this handle is open already"));
+        }
+        let store = Store::open(dir, config)?;
+        let tag = store_tag(store.dir());
+        *slot = Some(Opened {
+            store,
+            tag,
+            revisions: Mutex::new(Revisions::default()),
+        });
+        Ok("true".into())
+    }
+
+    pub fn create(&self, header: &str) -> Result<String, Failure> {
+        let h = wire::header_from_json(header)?;
+        self.with(|o| {
+            let id = h.id.clone();
+            o.store.create(h)?;
+            o.bump(&id);
+            Ok(format!(
+                "{{\"revision\":{}}}",
+                wire::string(&o.revision(&id, 0))
+            ))
+        })
+    }
+
+    pub fn append(&self, id: &str, text: &str, jsonl: bool) -> Result<String, Failure> {
+        let events = if jsonl {
+            wire::events_from_jsonl(text)?
+        } else {
+            wire::events_from_array(text)?
+        };
+        self.with(|o| {
+            let session = o.store.session(id)?;
+            if events.is_empty() {
+                let len = o.len(id)?;
+                return Ok(format!(
+                    "{{\"appended\":0,\"length\":{len},\"revision\":{}}}",
+                    wire::string(&o.revision(id, len))
+                ));
+            }
+            let n = events.len();
+            let receipt = session.append_batch(events)?;
+            o.bump(id);
+            let len = receipt.seq + 1;
+            Ok(format!(
+                "{{\"appended\":{n},\"lastSeq\":{},\"length\":{len},\"durable\":{},\"revision\":{}}}",
+                receipt.seq,
+                receipt.durable,
+                wire::string(&o.revision(id, len))
+            ))
+        })
+    }
+
+    pub fn create_and_append(&self, header: &str, text: &str) -> Result<String, Failure> {
+        let h = wire::header_from_json(header)?;
+        let events = wire::events_from_array(text)?;
+        if events.is_empty() {
+            return Err(Failure::new(
+                "INVALID_ARGUMENT",
+                "the first batch of a session must not be empty",
+            ));
+        }
+        self.with(|o| {
+            let id = h.id.clone();
+            // An empty session is the shell of a create whose first batch never committed
+            // (the engine cannot yet commit both as one operation): replace it.
+            if o.store.len(&id) == Some(0) {
+                o.store.delete_session(&id)?;
+            }
+            let session = o.store.create(h)?;
+            let n = events.len();
+            match session.append_batch(events) {
+                Ok(receipt) => {
+                    o.bump(&id);
+                    let len = receipt.seq + 1;
+                    Ok(format!(
+                        "{{\"appended\":{n},\"lastSeq\":{},\"length\":{len},\"durable\":{},\"revision\":{}}}",
+                        receipt.seq,
+                        receipt.durable,
+                        wire::string(&o.revision(&id, len))
+                    ))
+                }
+                Err(e) => {
+                    let _ = o.store.delete_session(&id);
+                    o.bump(&id);
+                    Err(e.into())
+                }
+            }
+        })
+    }
+
+    pub fn flush(&self) -> Result<String, Failure> {
+        self.with(|o| {
+            o.store.flush()?;
+            Ok("true".into())
+        })
+    }
+
+    pub fn resume(&self, id: &str, with_events: bool, repair: bool) -> Result<String, Failure> {
+        self.with(|o| {
+            let before = o.len(id)?;
+            // `Store::resume` repairs a log left inside an open turn (when the store's
+            // `repair_on_resume` is on); `Store::session` is the same view without repair.
+            let session = if repair {
+                o.store.resume(id)?
+            } else {
+                o.store.session(id)?
+            };
+            let len = session.len();
+            if len != before {
+                o.bump(id);
+            }
+            let mut out = String::from("{\"header\":");
+            o.header_json(&mut out, id)?;
+            let _ = write!(out, ",\"length\":{len},\"surface\":[");
+            for (i, s) in session.surface()?.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                let _ = write!(out, "{s}");
+            }
+            out.push_str("],\"messages\":[");
+            let messages = session.messages()?;
+            for (i, m) in messages.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&m.json);
+            }
+            out.push_str("],\"messageSeqs\":[");
+            for (i, m) in messages.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                let _ = write!(out, "{}", m.seq);
+            }
+            out.push(']');
+            let _ = write!(out, ",\"repaired\":{}", len - before);
+            if with_events {
+                out.push_str(",\"events\":");
+                o.events_json(&mut out, id, 0, len)?;
+            }
+            let _ = write!(
+                out,
+                ",\"revision\":{}}}",
+                wire::string(&o.revision(id, len))
+            );
+            Ok(out)
+        })
+    }
+
+    pub fn read_from(&self, id: &str, from: f64) -> Result<String, Failure> {
+        let from = seq_arg("fromSeq", from)?;
+        self.with(|o| {
+            let len = o.len(id)?;
+            // Taken with the length, before the events: a concurrent append cannot make the
+            // revision claim events this read does not return.
+            let revision = o.revision(id, len);
+            let mut out = String::from("{\"header\":");
+            o.header_json(&mut out, id)?;
+            let _ = write!(out, ",\"length\":{len},\"events\":");
+            o.events_json(&mut out, id, from.min(len), len)?;
+            let _ = write!(out, ",\"revision\":{}}}", wire::string(&revision));
+            Ok(out)
+        })
+    }
+
+    pub fn revision_of(&self, id: &str) -> Result<String, Failure> {
+        self.with(|o| {
+            Ok(match o.store.len(id) {
+                Some(len) => format!(
+                    "{{\"length\":{len},\"revision\":{}}}",
+                    wire::string(&o.revision(id, len))
+                ),
+                None => "null".into(),
+            })
+        })
+    }
+
+    pub fn fork(&self, parent: &str, child: &str, seed_length: f64) -> Result<String, Failure> {
+        let seed = seq_arg("seedLength", seed_length)?;
+        let requested = wire::header_from_json(child)?;
+        if seed == 0 {
+            return Err(Failure::new(
+                "INVALID_BOUNDARY",
+                "seedLength 0 cannot be expressed through the engine's fork (its boundary is the \
+                 last inherited seq); create an empty session instead",
+            ));
+        }
+        self.with(|o| {
+            let session = o.store.fork(parent, Some(seed - 1), Some(&requested.id))?;
+            let id = session.id().to_owned();
+            o.bump(&id);
+            let len = session.len();
+            let mut out = String::from("{\"header\":");
+            o.header_json(&mut out, &id)?;
+            let _ = write!(
+                out,
+                ",\"length\":{len},\"revision\":{}}}",
+                wire::string(&o.revision(&id, len))
+            );
+            Ok(out)
+        })
+    }
+
+    pub fn list(&self) -> Result<String, Failure> {
+        self.with(|o| {
+            let mut out = String::from("[");
+            for (i, l) in o.store.list()?.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                let info = &l.info;
+                out.push_str("{\"header\":");
+                wire::write_header(&mut out, &info.header);
+                let _ = write!(
+                    out,
+                    ",\"eventCount\":{},\"dataBytes\":{},\"lastTime\":{},\"surfaceLength\":{},\"replaceGeneration\":{},\"revision\":{},\"views\":{{",
+                    info.event_count,
+                    info.data_bytes,
+                    info.last_time,
+                    info.surface_len,
+                    info.replace_generation,
+                    wire::string(&o.revision(&info.header.id, info.event_count))
+                );
+                for (j, (key, view)) in l.views.iter().enumerate() {
+                    if j > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&wire::string(key));
+                    out.push(':');
+                    out.push_str(view);
+                }
+                out.push_str("}}");
+            }
+            out.push(']');
+            Ok(out)
+        })
+    }
+
+    pub fn delete(&self, id: &str) -> Result<String, Failure> {
+        self.with(|o| {
+            o.store.delete_session(id)?;
+            o.bump(id);
+            Ok("true".into())
+        })
+    }
+
+    pub fn recovery(&self) -> Result<String, Failure> {
+        self.with(|o| {
+            let r = o.store.recovery_report();
+            let mut out = format!(
+                "{{\"framesScanned\":{},\"eventsRecovered\":{},\"tornOperationFrames\":{},\"indexRebuilt\":{},\"truncated\":",
+                r.frames_scanned, r.events_recovered, r.torn_operation_frames, r.index_rebuilt
+            );
+            match &r.truncated {
+                Some(b) => {
+                    let _ = write!(
+                        out,
+                        "{{\"segment\":{},\"offset\":{},\"reason\":{}}}",
+                        b.position.segment,
+                        b.position.offset,
+                        wire::string(&b.reason)
+                    );
+                }
+                None => out.push_str("null"),
+            }
+            out.push('}');
+            Ok(out)
+        })
+    }
+
+    pub fn close(&self) -> Result<String, Failure> {
+        let taken = self.open.write().unwrap_or_else(|p| p.into_inner()).take();
+        match taken {
+            Some(o) => {
+                o.store.close()?;
+                Ok("true".into())
+            }
+            None => Ok("false".into()),
+        }
+    }
+}
