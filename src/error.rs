@@ -30,6 +30,7 @@ impl std::fmt::Display for LogPosition {
 
 /// Why bytes read from the log could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DecodeError {
     /// Fewer bytes than the structure needs.
     #[error("truncated: needed {needed} bytes, {available} available")]
@@ -73,6 +74,7 @@ pub enum DecodeError {
 
 /// Why a compressed frame payload could not be restored (see [`DecodeError::Compression`]).
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum CompressionError {
     /// zstd refused the payload.
     #[error("zstd: {0}")]
@@ -114,6 +116,7 @@ impl Eq for CompressionError {}
 /// What is wrong with the log at the place an [`OpenError::Corruption`] or
 /// [`OpenError::TornTail`] names.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Damage {
     /// The frame does not decode (bad length, CRC, flags, compression).
     #[error(transparent)]
@@ -152,6 +155,7 @@ pub enum Damage {
 
 /// Errors opening (and recovering) a store.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum OpenError {
     /// Another process holds the store's write lock.
     #[error(
@@ -248,6 +252,7 @@ pub enum OpenError {
 
 /// Errors from the redb index.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum IndexError {
     /// redb reported an error that is not damage to the file (I/O, ...).
     #[error("redb: {0}")]
@@ -353,6 +358,7 @@ redb_into_index_error!(
 
 /// Errors appending to a session.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AppendError {
     /// No session with that id exists.
     #[error("session {0:?} does not exist")]
@@ -557,6 +563,7 @@ impl std::error::Error for WriteFailure {
 
 /// Errors reading events.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReadError {
     /// No session with that id exists.
     #[error("session {0:?} does not exist")]
@@ -603,6 +610,7 @@ pub enum ReadError {
 /// Why a session's state or projections could not be rebuilt from the stored log (see
 /// [`AppendError::Replay`]).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReplayFailure {
     /// A stored event could not be read back.
     #[error("replaying the stored log failed: {0}")]
@@ -627,6 +635,7 @@ pub enum ReplayFailure {
 /// Any sessionlog error: every operation family of the root API converts into it, so `?`
 /// works in a `fn main() -> Result<(), sessionlog::Error>`.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Opening, recovering or verifying the store.
     #[error(transparent)]

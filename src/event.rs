@@ -167,7 +167,7 @@ impl Event {
 
 /// The session header: metadata stored beside (not inside) the log (dsh's `SessionHeader`).
 ///
-/// Field order is dsh's in-memory order. `version` is always [`SESSION_FORMAT_VERSION`].
+/// Field order is dsh's in-memory order. `version` is always `SESSION_FORMAT_VERSION`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SessionHeader {
     /// dsh's session format version; always 0.

@@ -9,7 +9,7 @@
 //! The whole API is re-exported here: [`Store`] and its [`Config`], the [`Session`] handle,
 //! [`Event`] and [`SessionHeader`], the typed dsh events of [`typed`], the durability and
 //! recovery modes, the [`Receipt`], and the errors ([`Error`] covers every operation family).
-//! With the default `interop` feature, [`import`] and [`export`] read and write dsh's JSONL and
+//! With the default `interop` feature, [`import_paths`] and [`export`] read and write dsh's JSONL and
 //! SQLite files.
 //!
 //! ```
@@ -33,6 +33,7 @@
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(unnameable_types)]
 // Without `internals`, the items only the fuzz bodies, the bench harness and the tests reach
 // (the simulated file system, index dumps, frame decoders) have no user in this crate.
 #![cfg_attr(not(feature = "internals"), allow(dead_code, unused_imports))]
@@ -82,11 +83,29 @@ mod store;
 
 pub mod typed;
 
+/// The typed causes the errors carry (what `source()` returns, and the fields of
+/// [`RuleViolation`], [`ForkFailure`], [`FileImportError`] and the others), for a caller that
+/// matches on why something was refused rather than printing it.
+pub mod causes {
+    #[cfg(feature = "interop")]
+    pub use crate::interop::jsonl::{JsonlPathError, JsonlReadError};
+    #[cfg(feature = "interop")]
+    pub use crate::interop::sqlite::SqliteError;
+    pub use crate::projection::{ApplyError, ReplayError};
+    pub use crate::session::derive::DeriveError;
+    pub use crate::session::error::{LookupError, ShapeError, StalePlan, Subject, SurfaceError};
+    pub use crate::session::fork::{ForkError, ForkErrorCode};
+    pub use crate::session::legacy::LegacyError;
+    pub use crate::session::load::{LoadCause, LoadError};
+    pub use crate::session::state::SeedError;
+    pub use crate::store::{ImportError, RegistryError};
+}
+
 pub use error::{
     AppendError, CompressionError, Damage, DecodeError, Error, IndexError, LogPosition, OpenError,
     ReadError, ReplayFailure, WriteFailure,
 };
-pub use event::{Event, Seq, SessionHeader, SurfaceOp};
+pub use event::{EnvelopeKey, Event, KeyOrder, Layout, Packing, Seq, SessionHeader, SurfaceOp};
 pub use json::{JsonError, JsonLimits};
 pub use log::scan::{BadFrame, RecoveryMode};
 pub use session::derive::DerivedMessage;

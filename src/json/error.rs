@@ -47,7 +47,7 @@ pub enum JsonError {
         /// The refused value, as Rust prints it.
         value: String,
     },
-    /// Arrays/objects nested deeper than [`JsonLimits::max_depth`].
+    /// Arrays/objects nested deeper than [`JsonLimits::max_depth`](crate::JsonLimits::max_depth).
     #[error("JSON nesting deeper than {max_depth} levels at byte {offset}")]
     TooDeep {
         /// Byte offset of the opening bracket that went too deep.
@@ -55,7 +55,7 @@ pub enum JsonError {
         /// The limit.
         max_depth: usize,
     },
-    /// The text is longer than [`JsonLimits::max_bytes`].
+    /// The text is longer than [`JsonLimits::max_bytes`](crate::JsonLimits::max_bytes).
     #[error("JSON text is {len} bytes, more than the limit of {max_bytes} bytes")]
     TooLarge {
         /// Length of the text.
@@ -83,13 +83,13 @@ pub enum JsonError {
         /// Byte offset of the backslash.
         offset: usize,
     },
-    /// The bytes are not UTF-8 ([`validate_bytes`] and [`parse_bytes`] only).
+    /// The bytes are not UTF-8 (`validate_bytes` and `parse_bytes` only).
     #[error("invalid UTF-8 at byte {offset}")]
     InvalidUtf8 {
         /// Byte offset of the first invalid byte.
         offset: usize,
     },
-    /// [`raw_members`] was given a JSON text that is not an object.
+    /// `raw_members` was given a JSON text that is not an object.
     #[error("expected a JSON object, found {found}")]
     NotAnObject {
         /// What the text holds (`array`, `string`, …).

@@ -8,8 +8,8 @@ pub const DEFAULT_MAX_BYTES: usize = 64 << 20;
 
 /// Bounds applied while reading JSON text.
 ///
-/// The [`Default`] is `max_depth` [`DEFAULT_MAX_DEPTH`] (10 000) and `max_bytes`
-/// [`DEFAULT_MAX_BYTES`] (64 MiB). dsh itself has no depth limit; the default is far above any
+/// The [`Default`] is `max_depth` `DEFAULT_MAX_DEPTH` (10 000) and `max_bytes`
+/// `DEFAULT_MAX_BYTES` (64 MiB). dsh itself has no depth limit; the default is far above any
 /// payload dsh produces and can be raised freely (nothing recurses).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct JsonLimits {

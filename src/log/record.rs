@@ -46,8 +46,10 @@ pub enum Record {
     },
 }
 
-/// The stored form of an [`Event`]: the same fields in a fixed order.
+/// The stored form of an [`Event`]: the same fields in a fixed order. (Reachable only through
+/// its `From` conversions with [`Event`]; not part of the API.)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(unnameable_types)]
 pub struct EventRecord {
     /// `seq`.
     pub seq: Seq,

@@ -423,7 +423,7 @@ pub enum RuleViolation {
         #[from]
         source: InvariantViolation,
     },
-    /// The plan was made for another state (see [`StalePlan`]).
+    /// The plan was made for another state (see `StalePlan`).
     #[error(transparent)]
     Stale(#[from] StalePlan),
 }

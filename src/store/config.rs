@@ -13,7 +13,7 @@ use crate::session::InvariantMode;
 /// When an append is durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
-    /// Records are buffered and written in batches; nothing is synced until [`Store::flush`],
+    /// Records are buffered and written in batches; nothing is synced until [`Store::flush`](crate::Store::flush),
     /// a checkpoint, or close. Fastest; a crash loses what was not flushed.
     Buffered,
     /// Appends return at once (not yet durable); a background leader writes and syncs
@@ -65,7 +65,7 @@ pub struct Config {
     pub json_limits: JsonLimits,
     /// When dsh's turn/step/tool invariants are enforced on append. Default `Always`.
     pub invariants: InvariantMode,
-    /// [`Store::resume`] appends dsh's crash closers when a session's log ends inside an
+    /// [`Store::resume`](crate::Store::resume) appends dsh's crash closers when a session's log ends inside an
     /// open turn. Default true.
     pub repair_on_resume: bool,
     /// The projections folded on every append and checkpointed in the index

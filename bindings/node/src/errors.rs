@@ -57,6 +57,7 @@ impl From<OpenError> for Failure {
                 "NOT_FOUND"
             }
             OpenError::Io { .. } => "IO",
+            _ => "INTERNAL",
         };
         Failure::new(code, e.to_string())
     }
@@ -82,9 +83,12 @@ impl From<AppendError> for Failure {
             AppendError::TooLarge { .. } | AppendError::RecordTooLarge { .. } => "TOO_LARGE",
             AppendError::Semantics { .. } => "SEMANTICS",
             AppendError::ReadOnly => "READ_ONLY",
-            AppendError::PreviousIo(_) => "WRITER_FAILED",
+            AppendError::PreviousIo(_) | AppendError::Writer(_) => "WRITER_FAILED",
             AppendError::Io(_) => "IO",
             AppendError::Index(_) => "INDEX",
+            AppendError::Replay { .. } | AppendError::Projection { .. } => "REPLAY",
+            AppendError::Registry { .. } => "CORRUPTION",
+            _ => "INTERNAL",
         };
         Failure::new(code, e.to_string())
     }
@@ -98,6 +102,8 @@ impl From<ReadError> for Failure {
             ReadError::Io { .. } => "IO",
             ReadError::Index(_) => "INDEX",
             ReadError::Derive(_) => "DERIVE",
+            ReadError::Replay { .. } | ReadError::Projections(_) => "REPLAY",
+            _ => "INTERNAL",
         };
         Failure::new(code, e.to_string())
     }

@@ -96,7 +96,7 @@ impl ExportFormat {
     }
 
     /// The JSONL compression, for the JSONL formats.
-    pub fn compression(self) -> Option<Compression> {
+    pub(crate) fn compression(self) -> Option<Compression> {
         match self {
             ExportFormat::Jsonl => Some(Compression::None),
             ExportFormat::JsonlZstd => Some(Compression::Zstd),
@@ -219,7 +219,7 @@ pub enum ExportError {
         existing: PathBuf,
     },
     /// A session's place in dsh's JSONL layout would exceed the file system's limits (a path
-    /// component over [`NAME_MAX`] bytes or a path over [`PATH_MAX`]): found before anything is
+    /// component over `NAME_MAX` bytes or a path over `PATH_MAX`): found before anything is
     /// written.
     #[error(
         "session \"{id}\" cannot be exported to a JSONL directory: {detail}; nothing was written — export it alone to a file (`sessionlog export --format jsonl --out FILE ID`) or to a SQLite database (`--format sqlite18 --out FILE.db`)"

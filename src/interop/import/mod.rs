@@ -77,7 +77,7 @@ pub struct ImportOptions {
     /// Invariant enforcement for later appends to the imported sessions (`None`: the store's).
     pub invariants: Option<InvariantMode>,
     /// Event bytes (type and data) that may be kept in memory between validating and writing,
-    /// to save reading those sessions twice; see [`DEFAULT_HOLD_BYTES`]. Peak memory is about
+    /// to save reading those sessions twice; see `DEFAULT_HOLD_BYTES`. Peak memory is about
     /// the largest session plus this.
     pub hold_bytes: u64,
 }

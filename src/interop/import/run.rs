@@ -14,8 +14,8 @@ use std::path::PathBuf;
 ///
 /// All sessions are read and validated first (dsh's load rules, ids new to the store and
 /// unique among the sources); if anything is refused, the error lists every problem and the
-/// store is unchanged. Then each session is read again and written with
-/// [`Store::import_session`] (see [`import_sources`]). Sources are never modified. `progress`
+/// store is unchanged. Then each session is read again and written as one operation (a
+/// crash leaves it absent or whole; see [`import_sources`]). Sources are never modified. `progress`
 /// is called after each session of each phase.
 pub fn import_paths(
     store: &Store,

@@ -101,7 +101,7 @@ pub struct Source {
 
 /// Expands `paths` into the files to import: a file is taken whatever its name; a directory is
 /// searched recursively (symbolic links to directories are not followed) for files whose names
-/// end in one of [`DIRECTORY_SUFFIXES`], in sorted order. Every file's format is detected from
+/// end in one of `DIRECTORY_SUFFIXES`, in sorted order. Every file's format is detected from
 /// its content. A path that is missing, or a directory without any such file, is an error.
 pub fn discover(paths: &[PathBuf]) -> Result<Vec<Source>, FileImportError> {
     let mut out = Vec::new();
