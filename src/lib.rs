@@ -35,7 +35,10 @@
 #![warn(missing_docs)]
 #![warn(unnameable_types)]
 // Without `internals`, the items only the fuzz bodies, the bench harness and the tests reach
-// (the simulated file system, index dumps, frame decoders) have no user in this crate.
+// have no user in this crate: dsh's reference folds the tests use as oracles (surface, title,
+// request headers), frame and index dumps, the JSONL and SQLite readers' whole-file forms. The
+// modules that are nothing but that (the simulated file system, dsh's projection cache and
+// request-header folds) are not compiled at all without the feature.
 #![cfg_attr(not(feature = "internals"), allow(dead_code, unused_imports))]
 
 // The engine's modules: public with the `internals` feature, private without. (Spelled out, not

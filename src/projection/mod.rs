@@ -72,6 +72,7 @@
 //! ```
 
 pub mod listing;
+#[cfg(feature = "internals")]
 pub mod projcache;
 pub mod stats;
 pub mod title;

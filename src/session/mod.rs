@@ -64,6 +64,7 @@ pub mod known;
 pub mod legacy;
 pub mod load;
 pub mod repair;
+#[cfg(feature = "internals")]
 pub mod request;
 pub(crate) mod shape;
 pub mod state;
