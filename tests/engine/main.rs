@@ -8,6 +8,7 @@ mod common;
 
 mod atomic_ops;
 mod bad_input;
+mod create_with_events;
 mod json;
 mod projection_checkpoint;
 mod projection_fixtures;
