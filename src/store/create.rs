@@ -54,8 +54,9 @@ impl Store {
     /// and empty or partial. The events are verbatim [`Event`]s with seqs `0..n`, checked by
     /// the same rules as [`Session::append_batch`] (seq order, envelope, JSON, size, surface
     /// and, per [`Config::invariants`], the turn/step/tool invariants); on any refusal nothing
-    /// is written and the id stays free. With no events this is [`Store::create`]. Durability
-    /// is the store's, as for an append.
+    /// is written and the id stays free. With no events this is [`Store::create`]. Returns
+    /// the session's handle and the operation's [`Receipt`] (durability is the store's, as
+    /// for an append: see [`Store::wait_durable`]).
     ///
     /// ```
     /// use sessionlog::{Config, Event, SessionHeader, Store};
@@ -63,7 +64,7 @@ impl Store {
     /// let dir = tempfile::tempdir()?;
     /// let store = Store::open(dir.path(), Config::default())?;
     /// let t: i64 = 1_767_225_600_000;
-    /// let s = store.create_with_events(
+    /// let (s, receipt) = store.create_with_events(
     ///     SessionHeader::new("s1", t as u64),
     ///     vec![
     ///         Event::new("turn/start", 0, t, r#"{"turn":1}"#),
@@ -71,6 +72,8 @@ impl Store {
     ///     ],
     /// )?;
     /// assert_eq!(s.len(), 2);
+    /// assert_eq!(receipt.seq, 1);
+    /// assert!(receipt.durable); // the default durability is `sync`
     /// // A refused first batch writes nothing: the id stays free.
     /// let gap = vec![Event::new("turn/start", 1, t, r#"{"turn":1}"#)];
     /// assert!(store.create_with_events(SessionHeader::new("s2", t as u64), gap).is_err());
@@ -81,14 +84,17 @@ impl Store {
         &self,
         header: SessionHeader,
         events: Vec<Event>,
-    ) -> Result<Session<'_>, AppendError> {
-        if events.is_empty() {
-            return self.create(header);
-        }
+    ) -> Result<(Session<'_>, Receipt), AppendError> {
         let id = header.id.clone();
-        self.stage_create_with_events(header, events)?;
-        self.session(&id)
-            .map_err(|_| AppendError::NoSuchSession(id))
+        let receipt = if events.is_empty() {
+            self.stage_create(header, SessionOptions::default())?
+        } else {
+            self.stage_create_with_events(header, events)?
+        };
+        let session = self
+            .session(&id)
+            .map_err(|_| AppendError::NoSuchSession(id))?;
+        Ok((session, receipt))
     }
 
     /// [`Store::create_with_events`] with at least one event: plans the whole batch on a

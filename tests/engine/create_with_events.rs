@@ -10,6 +10,9 @@ use sessionlog::store::{Config, Durability, Store};
 
 const T: i64 = 1_767_225_600_000;
 
+/// Whether a refusal is the expected one.
+type Expect = fn(&AppendError) -> bool;
+
 fn config() -> Config {
     Config::default().durability(Durability::Sync)
 }
@@ -48,9 +51,11 @@ fn it_reads_like_create_then_append_batch_and_survives_reopen() {
     let two = tempfile::tempdir().unwrap();
     let a = Store::open(one.path(), config()).unwrap();
     let b = Store::open(two.path(), config()).unwrap();
-    let s = a
+    let (s, receipt) = a
         .create_with_events(SessionHeader::new("s", T as u64), turn())
         .unwrap();
+    assert_eq!(receipt.seq, 2);
+    assert!(receipt.durable);
     let r = b.create(SessionHeader::new("s", T as u64)).unwrap();
     r.append_batch(turn()).unwrap();
     assert_eq!(s.len(), 3);
@@ -101,7 +106,7 @@ fn a_refused_first_batch_writes_nothing_and_leaves_the_id_free() {
     let mut wrong_turn = turn();
     wrong_turn[2].data = r#"{"turn":7,"reason":{"kind":"completed"}}"#.into();
 
-    let cases: Vec<(&str, Vec<Event>, fn(&AppendError) -> bool)> = vec![
+    let cases: Vec<(&str, Vec<Event>, Expect)> = vec![
         ("gap", gap, |e| {
             matches!(
                 e,
@@ -170,11 +175,11 @@ fn the_store_invariant_setting_applies_and_no_events_is_create() {
     let store = Store::open(dir.path(), config().invariants(InvariantMode::Off)).unwrap();
     let mut wrong_turn = turn();
     wrong_turn[2].data = r#"{"turn":7,"reason":{"kind":"completed"}}"#.into();
-    let s = store
+    let (s, _) = store
         .create_with_events(SessionHeader::new("lenient", T as u64), wrong_turn)
         .unwrap();
     assert_eq!(s.len(), 3);
-    let empty = store
+    let (empty, _) = store
         .create_with_events(SessionHeader::new("empty", T as u64), Vec::new())
         .unwrap();
     assert!(empty.is_empty());

@@ -239,30 +239,25 @@ impl Inner {
         }
         self.with(|o| {
             let id = h.id.clone();
-            // An empty session is the shell of a create whose first batch never committed
-            // (the engine cannot yet commit both as one operation): replace it.
+            // An empty session was made by `Store.create` (or is the shell an older binding left
+            // when it crashed between its create and first append): dsh sees it as absent (its
+            // contract: a created-but-never-appended session is not listed), so its first
+            // batch replaces it. A crash between the delete and the create leaves it absent.
             if o.store.len(&id) == Some(0) {
                 o.store.delete_session(&id)?;
+                o.bump(&id);
             }
-            let session = o.store.create(h)?;
             let n = events.len();
-            match session.append_batch(events) {
-                Ok(receipt) => {
-                    o.bump(&id);
-                    let len = receipt.seq + 1;
-                    Ok(format!(
-                        "{{\"appended\":{n},\"lastSeq\":{},\"length\":{len},\"durable\":{},\"revision\":{}}}",
-                        receipt.seq,
-                        receipt.durable,
-                        wire::string(&o.revision(&id, len))
-                    ))
-                }
-                Err(e) => {
-                    let _ = o.store.delete_session(&id);
-                    o.bump(&id);
-                    Err(e.into())
-                }
-            }
+            // One operation: after a crash the session is absent or has the whole batch.
+            let (_, receipt) = o.store.create_with_events(h, events)?;
+            o.bump(&id);
+            let len = receipt.seq + 1;
+            Ok(format!(
+                "{{\"appended\":{n},\"lastSeq\":{},\"length\":{len},\"durable\":{},\"revision\":{}}}",
+                receipt.seq,
+                receipt.durable,
+                wire::string(&o.revision(&id, len))
+            ))
         })
     }
 

@@ -55,12 +55,12 @@ test('create + append then load gives identical meta and deep-equal events', asy
 test('list excludes a created-but-never-appended session', async (t) => {
   const { backend, store } = await backendOn(t);
   await backend.appendBatch(meta('full'), oneTurnLog(), false);
-  await store.create(meta('shell')); // what a crash between create and first batch would leave
+  await store.create(meta('shell')); // an empty session made through the Store API
   assert.deepEqual((await backend.list()).map((h) => h.id), ['full']);
   assert.deepEqual((await backend.listSnapshots()).map((s) => s.header.id), ['full']);
   assert.equal(await backend.loadStored('shell'), undefined);
   assert.equal(await backend.readStoredRevision('shell'), undefined);
-  // Materializing the shell's id later works (the shell is replaced atomically enough).
+  // Materializing the shell's id later works: the first batch replaces it.
   await backend.appendBatch(meta('shell', '/w'), oneTurnLog(), false);
   assert.deepEqual((await backend.loadStored('shell')).meta, meta('shell', '/w'));
   await backend.close();
