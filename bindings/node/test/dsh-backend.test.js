@@ -295,8 +295,9 @@ test('verbatim storage: legacy-shaped events are stored as given', { todo: 'the 
   await backend.close();
 });
 
-test('key order: a closer with surfaceOp before sourceEventSeqs comes back in that order', { todo: 'Event::layout (KeyOrder) is not settable through the public API' }, async (t) => {
-  const { backend } = await backendOn(t);
+test('key order: a closer with surfaceOp before sourceEventSeqs comes back in that order', async (t) => {
+  const dir = tempDir(t);
+  const { backend } = await backendOn(t, dir);
   const log = [
     { type: 'turn/start', seq: 0, time: 1, data: { turn: 1 } },
     { type: 'step/start', seq: 1, time: 2, data: { turn: 1, step: 1 } },
@@ -316,5 +317,15 @@ test('key order: a closer with surfaceOp before sourceEventSeqs comes back in th
   ];
   await backend.appendBatch(meta('ko'), log, false);
   assert.equal(JSON.stringify((await backend.loadStored('ko')).events), JSON.stringify(log));
+  // Any other order comes back as given too, in a later batch and after a reopen.
+  const odd = { seq: 4, type: 'step/end', data: { turn: 1, step: 1 }, time: 5 };
+  const canonical = { type: 'turn/end', seq: 5, time: 6, data: { turn: 1, reason: { kind: 'completed' } } };
+  await backend.appendBatch(meta('ko'), [odd, canonical], true);
+  const expected = JSON.stringify([...log, odd, canonical]);
+  assert.equal(JSON.stringify((await backend.loadStored('ko')).events), expected);
   await backend.close();
+  const { backend: again } = await backendOn(t, dir);
+  assert.equal(JSON.stringify((await again.loadStored('ko')).events), expected);
+  assert.equal(JSON.stringify((await again.loadStoredFrom('ko', 3)).events), JSON.stringify([log[3], odd, canonical]));
+  await again.close();
 });
