@@ -19,6 +19,7 @@ mod session_derive;
 mod session_envelope;
 mod session_fixtures;
 mod session_fork;
+mod session_info;
 mod session_invariants;
 mod session_properties;
 mod session_repair;

@@ -79,8 +79,8 @@ test('loadStoredFrom returns exactly the suffix without mutating', async (t) => 
   await backend.close();
 });
 
-test('listSnapshots revisions are stable and change after an append', async (t) => {
-  const { backend } = await backendOn(t);
+test('listSnapshots revisions are stable (also across a reopen) and change after an append', async (t) => {
+  const { dir, backend } = await backendOn(t);
   await backend.appendBatch(meta('a'), oneTurnLog(), false);
   await backend.appendBatch(meta('b'), oneTurnLog(), false);
   const s1 = await backend.listSnapshots();
@@ -93,6 +93,11 @@ test('listSnapshots revisions are stable and change after an append', async (t) 
   assert.notEqual(s3.find((s) => s.header.id === 'a').revision, s1.find((s) => s.header.id === 'a').revision);
   assert.equal(s3.find((s) => s.header.id === 'b').revision, s1.find((s) => s.header.id === 'b').revision);
   await backend.close();
+  // Stable across a reopen: a revision dsh cached still matches an unchanged session.
+  const { backend: again } = await backendOn(t, dir);
+  assert.deepEqual(await again.listSnapshots(), s3);
+  assert.equal(await again.readStoredRevision('b'), s1.find((s) => s.header.id === 'b').revision);
+  await again.close();
 });
 
 test('a batch whose first seq is not the next seq is rejected, and so is a gap inside a batch', async (t) => {
