@@ -185,7 +185,7 @@ class Store {
     return unwrap(await this.#native.append(id, batchText(events), false));
   }
 
-  /** Creates a session and appends its first batch (see README: not yet one operation). */
+  /** Creates a session with its first batch as one operation: after a crash it is absent or complete. */
   async createWithBatch(header, events) {
     return unwrap(await this.#native.createAndAppend(headerText(header), batchText(events)));
   }

@@ -84,11 +84,18 @@ pub struct Receipt {
     pub durable: bool,
 }
 
-/// A session as listed by [`Store::sessions`].
+/// A session as listed by [`Store::sessions`] (one: [`Store::session_info`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionInfo {
     /// The header.
     pub header: SessionHeader,
+    /// The store-internal number of this session (its incarnation): assigned when it is
+    /// created and kept for its life, across reopens; a session deleted and created again
+    /// with the same id gets a new number. With [`SessionInfo::event_count`] it identifies a
+    /// state of the session's log, since every append (a repair included) adds events:
+    /// `(incarnation, event_count)` is stable while nothing is written to the session and
+    /// changes on every write to it.
+    pub incarnation: u64,
     /// Number of events (= next seq).
     pub event_count: Seq,
     /// Total bytes of `data` text.

@@ -178,18 +178,13 @@ impl Store {
     /// Every live session with its counters, in creation order. Reads only the in-memory
     /// registry (no segment is opened).
     pub fn sessions(&self) -> Vec<SessionInfo> {
-        self.registry()
-            .live()
-            .into_iter()
-            .map(|r| SessionInfo {
-                header: (*r.header).clone(),
-                event_count: r.next_seq,
-                data_bytes: r.data_bytes,
-                last_time: r.last_time,
-                surface_len: r.surface_len,
-                replace_generation: r.replace_generation,
-            })
-            .collect()
+        self.registry().live().into_iter().map(info_of).collect()
+    }
+
+    /// One live session's counters, as [`Store::sessions`] lists them (`None`: no such
+    /// session). Reads only the in-memory registry.
+    pub fn session_info(&self, session: &str) -> Option<SessionInfo> {
+        self.registry().by_id(session).map(info_of)
     }
 
     /// The header of a session.
@@ -455,5 +450,17 @@ impl FrameCache {
             self.key = Some(key);
         }
         Ok(self.payload.clone())
+    }
+}
+
+fn info_of(r: &SessionRow) -> SessionInfo {
+    SessionInfo {
+        header: (*r.header).clone(),
+        incarnation: r.number,
+        event_count: r.next_seq,
+        data_bytes: r.data_bytes,
+        last_time: r.last_time,
+        surface_len: r.surface_len,
+        replace_generation: r.replace_generation,
     }
 }

@@ -242,6 +242,47 @@ fn an_import_spanning_frames_is_all_or_nothing_at_every_cut() {
 }
 
 #[test]
+fn a_create_with_events_is_all_or_nothing_at_every_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), small_frames()).unwrap();
+    store
+        .create_session(SessionHeader::new("first", 1))
+        .unwrap();
+    store.append("first", sized_event(0, 10)).unwrap();
+    let frames_before = frames(dir.path()).len();
+    let events: Vec<Event> = (0..40).map(|s| sized_event(s, 1200)).collect();
+    store
+        .create_with_events(SessionHeader::new("new", 2), events.clone())
+        .unwrap();
+    store.close().unwrap();
+    let all = frames(dir.path());
+    assert!(all.len() - frames_before >= 5, "the operation spans frames");
+
+    let mut absent = 0;
+    for (i, (segment, offset)) in cut_points(&all, frames_before..all.len())
+        .into_iter()
+        .enumerate()
+    {
+        let copy = crashed_copy(dir.path(), segment, offset, i % 2 == 0);
+        let store = Store::open(copy.path(), small_frames()).unwrap();
+        assert_eq!(read_all(&store, "first").len(), 1);
+        match store.len("new") {
+            None => {
+                absent += 1;
+                // The id is free again after the cut.
+                store
+                    .create_with_events(SessionHeader::new("new", 2), events.clone())
+                    .unwrap();
+            }
+            Some(n) => assert_eq!(n, 40, "cut at segment {segment} offset {offset}: partial"),
+        }
+        assert_eq!(read_all(&store, "new"), events);
+        assert!(store.verify().unwrap().is_clean());
+    }
+    assert!(absent > 0 && absent < cut_points(&all, frames_before..all.len()).len());
+}
+
+#[test]
 fn a_read_only_open_ignores_an_unfinished_operation_and_a_writer_cuts_it() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), small_frames()).unwrap();

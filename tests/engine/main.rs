@@ -8,6 +8,7 @@ mod common;
 
 mod atomic_ops;
 mod bad_input;
+mod create_with_events;
 mod json;
 mod projection_checkpoint;
 mod projection_fixtures;
@@ -18,6 +19,7 @@ mod session_derive;
 mod session_envelope;
 mod session_fixtures;
 mod session_fork;
+mod session_info;
 mod session_invariants;
 mod session_properties;
 mod session_repair;

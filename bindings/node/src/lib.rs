@@ -106,7 +106,8 @@ impl NativeStore {
         self.run(move |inner| inner.append(&id, &events, jsonl))
     }
 
-    /// Creates the session (or reuses its empty shell) and appends its first batch.
+    /// Creates the session and appends its first batch as one operation (`Store::create_with_events`;
+    /// an empty session of that id is replaced).
     #[napi(ts_return_type = "Promise<string>")]
     pub fn create_and_append(&self, header: String, events: String) -> AsyncTask<Op> {
         self.run(move |inner| inner.create_and_append(&header, &events))

@@ -1,9 +1,7 @@
 //! What each call does, on an opened store, with results as JSON text.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::hash::{BuildHasher, RandomState};
-use std::sync::{Mutex, RwLock};
+use std::sync::RwLock;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -17,19 +15,12 @@ pub struct Inner {
     pub open: RwLock<Option<Opened>>,
 }
 
-/// An opened store and the binding's revision bookkeeping.
+/// An opened store.
 pub struct Opened {
     store: Store,
-    /// Qualifies every revision: the store directory's identity and a random nonce of this
-    /// open (so a store deleted and recreated, or reopened, never repeats a revision).
+    /// Qualifies every revision: the store directory's identity (device, inode, birth time),
+    /// so two stores never share a revision and a reopened store keeps its revisions.
     tag: String,
-    revisions: Mutex<Revisions>,
-}
-
-#[derive(Default)]
-struct Revisions {
-    counter: u64,
-    by_id: HashMap<String, u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -69,27 +60,17 @@ fn store_tag(dir: &std::path::Path) -> String {
             .map_or(0, |d| d.as_nanos());
         let _ = write!(tag, ":{born}");
     }
-    let nonce = (
-        RandomState::new().hash_one(std::process::id()),
-        RandomState::new().hash_one(std::time::SystemTime::now()),
-    );
-    let _ = write!(tag, ":open:{:016x}{:016x}", nonce.0, nonce.1);
     tag
 }
 
 impl Opened {
-    fn bump(&self, id: &str) {
-        let mut r = self.revisions.lock().unwrap_or_else(|p| p.into_inner());
-        r.counter += 1;
-        let n = r.counter;
-        r.by_id.insert(id.to_owned(), n);
-    }
-
+    /// A session's revision: the store's identity, the session's id and incarnation (a
+    /// deleted and recreated id gets a new one) and its length (every append and repair adds
+    /// events). Stable across reopens; changes on every write to the session.
     fn revision(&self, id: &str, len: u64) -> String {
-        let r = self.revisions.lock().unwrap_or_else(|p| p.into_inner());
-        let generation = r.by_id.get(id).copied().unwrap_or(0);
+        let incarnation = self.store.session_info(id).map_or(0, |i| i.incarnation);
         format!(
-            "sessionlog:{}:session:{}:{id}:gen:{generation}:len:{len}",
+            "sessionlog:{}:session:{}:{id}:n:{incarnation}:len:{len}",
             self.tag,
             id.len()
         )
@@ -179,11 +160,7 @@ impl Inner {
         }
         let store = Store::open(dir, config)?;
         let tag = store_tag(store.dir());
-        *slot = Some(Opened {
-            store,
-            tag,
-            revisions: Mutex::new(Revisions::default()),
-        });
+        *slot = Some(Opened { store, tag });
         Ok("true".into())
     }
 
@@ -192,7 +169,6 @@ impl Inner {
         self.with(|o| {
             let id = h.id.clone();
             o.store.create(h)?;
-            o.bump(&id);
             Ok(format!(
                 "{{\"revision\":{}}}",
                 wire::string(&o.revision(&id, 0))
@@ -217,7 +193,6 @@ impl Inner {
             }
             let n = events.len();
             let receipt = session.append_batch(events)?;
-            o.bump(id);
             let len = receipt.seq + 1;
             Ok(format!(
                 "{{\"appended\":{n},\"lastSeq\":{},\"length\":{len},\"durable\":{},\"revision\":{}}}",
@@ -239,30 +214,23 @@ impl Inner {
         }
         self.with(|o| {
             let id = h.id.clone();
-            // An empty session is the shell of a create whose first batch never committed
-            // (the engine cannot yet commit both as one operation): replace it.
+            // An empty session was made by `Store.create` (or is the shell an older binding left
+            // when it crashed between its create and first append): dsh sees it as absent (its
+            // contract: a created-but-never-appended session is not listed), so its first
+            // batch replaces it. A crash between the delete and the create leaves it absent.
             if o.store.len(&id) == Some(0) {
                 o.store.delete_session(&id)?;
             }
-            let session = o.store.create(h)?;
             let n = events.len();
-            match session.append_batch(events) {
-                Ok(receipt) => {
-                    o.bump(&id);
-                    let len = receipt.seq + 1;
-                    Ok(format!(
-                        "{{\"appended\":{n},\"lastSeq\":{},\"length\":{len},\"durable\":{},\"revision\":{}}}",
-                        receipt.seq,
-                        receipt.durable,
-                        wire::string(&o.revision(&id, len))
-                    ))
-                }
-                Err(e) => {
-                    let _ = o.store.delete_session(&id);
-                    o.bump(&id);
-                    Err(e.into())
-                }
-            }
+            // One operation: after a crash the session is absent or has the whole batch.
+            let (_, receipt) = o.store.create_with_events(h, events)?;
+            let len = receipt.seq + 1;
+            Ok(format!(
+                "{{\"appended\":{n},\"lastSeq\":{},\"length\":{len},\"durable\":{},\"revision\":{}}}",
+                receipt.seq,
+                receipt.durable,
+                wire::string(&o.revision(&id, len))
+            ))
         })
     }
 
@@ -284,9 +252,6 @@ impl Inner {
                 o.store.session(id)?
             };
             let len = session.len();
-            if len != before {
-                o.bump(id);
-            }
             let mut out = String::from("{\"header\":");
             o.header_json(&mut out, id)?;
             let _ = write!(out, ",\"length\":{len},\"surface\":[");
@@ -367,7 +332,6 @@ impl Inner {
         self.with(|o| {
             let session = o.store.fork(parent, Some(seed - 1), Some(&requested.id))?;
             let id = session.id().to_owned();
-            o.bump(&id);
             let len = session.len();
             let mut out = String::from("{\"header\":");
             o.header_json(&mut out, &id)?;
@@ -418,7 +382,6 @@ impl Inner {
     pub fn delete(&self, id: &str) -> Result<String, Failure> {
         self.with(|o| {
             o.store.delete_session(id)?;
-            o.bump(id);
             Ok("true".into())
         })
     }

@@ -10,26 +10,140 @@ use std::fmt::Write as _;
 use serde::Deserialize;
 use serde::de::{MapAccess, Visitor};
 use serde_json::value::RawValue;
-use sessionlog::{Event, SessionHeader, SurfaceOp, write_event_line};
+use sessionlog::{EnvelopeKey, Event, KeyOrder, SessionHeader, SurfaceOp, write_event_line};
 
 use crate::errors::Failure;
 
-/// dsh's event envelope as JSON.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+/// dsh's event envelope as JSON, with its keys in the order they came.
 struct WireEvent<'a> {
-    #[serde(rename = "type")]
     kind: String,
     seq: u64,
     time: i64,
-    #[serde(borrow, default)]
     data: Option<&'a RawValue>,
-    #[serde(rename = "sourceEventSeqs", default)]
     source_event_seqs: Option<Vec<u64>>,
-    #[serde(rename = "surfaceOp", borrow, default)]
     surface_op: Option<&'a RawValue>,
-    #[serde(default)]
     ignorable: Option<bool>,
+    /// The envelope keys in the caller's order (`JSON.stringify` keeps insertion order).
+    order: Vec<EnvelopeKey>,
+}
+
+const EVENT_FIELDS: &[&str] = &[
+    "type",
+    "seq",
+    "time",
+    "data",
+    "sourceEventSeqs",
+    "surfaceOp",
+    "ignorable",
+];
+
+impl<'de> Deserialize<'de> for WireEvent<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = WireEvent<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a dsh event object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                use serde::de::Error as _;
+                let mut kind = None;
+                let mut seq = None;
+                let mut time = None;
+                let mut data = None;
+                let mut source_event_seqs = None;
+                let mut surface_op = None;
+                let mut ignorable = None;
+                let mut order = Vec::with_capacity(7);
+                while let Some(key) = map.next_key::<String>()? {
+                    let k = match key.as_str() {
+                        "type" => EnvelopeKey::Type,
+                        "seq" => EnvelopeKey::Seq,
+                        "time" => EnvelopeKey::Time,
+                        "data" => EnvelopeKey::Data,
+                        "sourceEventSeqs" => EnvelopeKey::SourceEventSeqs,
+                        "surfaceOp" => EnvelopeKey::SurfaceOp,
+                        "ignorable" => EnvelopeKey::Ignorable,
+                        other => return Err(A::Error::unknown_field(other, EVENT_FIELDS)),
+                    };
+                    if order.contains(&k) {
+                        return Err(A::Error::custom(format_args!("duplicate field `{key}`")));
+                    }
+                    order.push(k);
+                    match k {
+                        EnvelopeKey::Type => kind = Some(map.next_value::<String>()?),
+                        EnvelopeKey::Seq => seq = Some(map.next_value::<u64>()?),
+                        EnvelopeKey::Time => time = Some(map.next_value::<i64>()?),
+                        EnvelopeKey::Data => data = map.next_value::<Option<&'de RawValue>>()?,
+                        EnvelopeKey::SourceEventSeqs => {
+                            source_event_seqs = map.next_value::<Option<Vec<u64>>>()?;
+                        }
+                        EnvelopeKey::SurfaceOp => {
+                            surface_op = map.next_value::<Option<&'de RawValue>>()?;
+                        }
+                        EnvelopeKey::Ignorable => ignorable = map.next_value::<Option<bool>>()?,
+                    }
+                }
+                Ok(WireEvent {
+                    kind: kind.ok_or_else(|| A::Error::missing_field("type"))?,
+                    seq: seq.ok_or_else(|| A::Error::missing_field("seq"))?,
+                    time: time.ok_or_else(|| A::Error::missing_field("time"))?,
+                    data,
+                    source_event_seqs,
+                    surface_op,
+                    ignorable,
+                    order,
+                })
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// The layout's key order for envelope keys that came in `order` (only the keys the event
+/// has count, so `sourceEventSeqs: null` or an absent key changes nothing): the canonical
+/// order, dsh's closers' order (`surfaceOp` before `sourceEventSeqs`), or the order as given.
+fn key_order(event: &Event, order: &[EnvelopeKey]) -> KeyOrder {
+    use EnvelopeKey as K;
+    let present = |k: K| match k {
+        K::Type | K::Seq | K::Time | K::Data => true,
+        K::SourceEventSeqs => event.source_event_seqs.is_some(),
+        K::SurfaceOp => event.surface_op.is_some(),
+        K::Ignorable => event.ignorable,
+    };
+    let keys: Vec<K> = order.iter().copied().filter(|&k| present(k)).collect();
+    let follows = |reference: &[K]| {
+        reference
+            .iter()
+            .copied()
+            .filter(|k| keys.contains(k))
+            .eq(keys.iter().copied())
+    };
+    let canonical = [
+        K::Type,
+        K::Seq,
+        K::Time,
+        K::Data,
+        K::SourceEventSeqs,
+        K::SurfaceOp,
+        K::Ignorable,
+    ];
+    let closers = [
+        K::Type,
+        K::Seq,
+        K::Time,
+        K::Data,
+        K::SurfaceOp,
+        K::SourceEventSeqs,
+        K::Ignorable,
+    ];
+    if follows(&canonical) {
+        KeyOrder::Canonical
+    } else if follows(&closers) {
+        KeyOrder::SurfaceOpFirst
+    } else {
+        KeyOrder::Custom(keys)
+    }
 }
 
 #[derive(Deserialize)]
@@ -71,6 +185,7 @@ fn to_event(w: WireEvent<'_>, index: usize) -> Result<Event, Failure> {
             ))
         })?);
     }
+    event.layout.key_order = key_order(&event, &w.order);
     Ok(event)
 }
 

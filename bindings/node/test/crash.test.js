@@ -8,9 +8,9 @@ const path = require('node:path');
 const { Store, dshBackend } = require('..');
 const { tempDir, turn } = require('./helpers.js');
 
-function runAndKill(dir, acks) {
+function runAndKill(dir, acks, mode = 'append') {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'crash-writer.js'), dir], {
+    const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'crash-writer.js'), dir, mode], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let acked = 0;
@@ -64,3 +64,22 @@ for (const acks of [7, 40]) {
     await backend.close();
   });
 }
+
+test('SIGKILL while sessions are created with their first batch: each is absent or complete', async (t) => {
+  const dir = tempDir(t);
+  const { acked, signal } = await runAndKill(dir, 25, 'first');
+  assert.equal(signal, 'SIGKILL');
+  assert.ok(acked >= 25);
+  const store = await Store.open(dir, { invariants: 'off', repairOnResume: false });
+  // The store itself (not only the backend, which hides empty sessions) has no empty or
+  // partial session: the header and the first batch are one operation.
+  const listed = await store.list();
+  assert.ok(listed.length >= acked, `${listed.length} sessions, ${acked} acknowledged`);
+  for (const s of listed) assert.equal(s.eventCount, 18, `session ${s.header.id}`);
+  const ids = new Set(listed.map((s) => s.header.id));
+  for (let i = 0; i < acked; i++) assert.ok(ids.has(`s${i}`), `acknowledged session s${i}`);
+  const backend = dshBackend(store);
+  const loaded = await backend.loadStored(`s${acked - 1}`);
+  assert.deepEqual(loaded.events.slice(0, 6), turn(0, 1, 'y'.repeat(3000 + ((acked - 1) % 5) * 700)));
+  await backend.close();
+});

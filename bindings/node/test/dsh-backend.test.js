@@ -55,12 +55,12 @@ test('create + append then load gives identical meta and deep-equal events', asy
 test('list excludes a created-but-never-appended session', async (t) => {
   const { backend, store } = await backendOn(t);
   await backend.appendBatch(meta('full'), oneTurnLog(), false);
-  await store.create(meta('shell')); // what a crash between create and first batch would leave
+  await store.create(meta('shell')); // an empty session made through the Store API
   assert.deepEqual((await backend.list()).map((h) => h.id), ['full']);
   assert.deepEqual((await backend.listSnapshots()).map((s) => s.header.id), ['full']);
   assert.equal(await backend.loadStored('shell'), undefined);
   assert.equal(await backend.readStoredRevision('shell'), undefined);
-  // Materializing the shell's id later works (the shell is replaced atomically enough).
+  // Materializing the shell's id later works: the first batch replaces it.
   await backend.appendBatch(meta('shell', '/w'), oneTurnLog(), false);
   assert.deepEqual((await backend.loadStored('shell')).meta, meta('shell', '/w'));
   await backend.close();
@@ -79,8 +79,8 @@ test('loadStoredFrom returns exactly the suffix without mutating', async (t) => 
   await backend.close();
 });
 
-test('listSnapshots revisions are stable and change after an append', async (t) => {
-  const { backend } = await backendOn(t);
+test('listSnapshots revisions are stable (also across a reopen) and change after an append', async (t) => {
+  const { dir, backend } = await backendOn(t);
   await backend.appendBatch(meta('a'), oneTurnLog(), false);
   await backend.appendBatch(meta('b'), oneTurnLog(), false);
   const s1 = await backend.listSnapshots();
@@ -93,6 +93,11 @@ test('listSnapshots revisions are stable and change after an append', async (t) 
   assert.notEqual(s3.find((s) => s.header.id === 'a').revision, s1.find((s) => s.header.id === 'a').revision);
   assert.equal(s3.find((s) => s.header.id === 'b').revision, s1.find((s) => s.header.id === 'b').revision);
   await backend.close();
+  // Stable across a reopen: a revision dsh cached still matches an unchanged session.
+  const { backend: again } = await backendOn(t, dir);
+  assert.deepEqual(await again.listSnapshots(), s3);
+  assert.equal(await again.readStoredRevision('b'), s1.find((s) => s.header.id === 'b').revision);
+  await again.close();
 });
 
 test('a batch whose first seq is not the next seq is rejected, and so is a gap inside a batch', async (t) => {
@@ -295,8 +300,9 @@ test('verbatim storage: legacy-shaped events are stored as given', { todo: 'the 
   await backend.close();
 });
 
-test('key order: a closer with surfaceOp before sourceEventSeqs comes back in that order', { todo: 'Event::layout (KeyOrder) is not settable through the public API' }, async (t) => {
-  const { backend } = await backendOn(t);
+test('key order: a closer with surfaceOp before sourceEventSeqs comes back in that order', async (t) => {
+  const dir = tempDir(t);
+  const { backend } = await backendOn(t, dir);
   const log = [
     { type: 'turn/start', seq: 0, time: 1, data: { turn: 1 } },
     { type: 'step/start', seq: 1, time: 2, data: { turn: 1, step: 1 } },
@@ -316,5 +322,15 @@ test('key order: a closer with surfaceOp before sourceEventSeqs comes back in th
   ];
   await backend.appendBatch(meta('ko'), log, false);
   assert.equal(JSON.stringify((await backend.loadStored('ko')).events), JSON.stringify(log));
+  // Any other order comes back as given too, in a later batch and after a reopen.
+  const odd = { seq: 4, type: 'step/end', data: { turn: 1, step: 1 }, time: 5 };
+  const canonical = { type: 'turn/end', seq: 5, time: 6, data: { turn: 1, reason: { kind: 'completed' } } };
+  await backend.appendBatch(meta('ko'), [odd, canonical], true);
+  const expected = JSON.stringify([...log, odd, canonical]);
+  assert.equal(JSON.stringify((await backend.loadStored('ko')).events), expected);
   await backend.close();
+  const { backend: again } = await backendOn(t, dir);
+  assert.equal(JSON.stringify((await again.loadStored('ko')).events), expected);
+  assert.equal(JSON.stringify((await again.loadStoredFrom('ko', 3)).events), JSON.stringify([log[3], odd, canonical]));
+  await again.close();
 });

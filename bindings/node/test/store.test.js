@@ -230,13 +230,26 @@ test('revisions: stable while unchanged, new after every change, qualified by th
   assert.equal(await a.revision('s'), undefined);
   await a.create(meta('s'));
   await a.append('s', [...oneTurnLog(), ...turn(6, 2)]);
-  assert.notEqual((await a.revision('s')).revision, ra2);
+  const ra3 = (await a.revision('s')).revision;
+  assert.notEqual(ra3, ra2);
+  const listedA = (await a.list()).find((s) => s.header.id === 's').revision;
+  assert.equal(listedA, ra3);
   await a.close();
   await b.close();
-  // Reopened: never equal to a revision of the previous open.
+  // Reopened: the same revision for the same state (a cache stays valid), and a new one after
+  // the next append; the recreated session never repeats the deleted one's revision.
   const again = await Store.open(dirA);
-  assert.notEqual((await again.revision('s')).revision, ra2);
+  assert.equal((await again.revision('s')).revision, ra3);
+  assert.equal((await again.list()).find((s) => s.header.id === 's').revision, ra3);
+  assert.equal((await again.resume('s', { repair: false })).revision, ra3);
+  await again.append('s', turn(12, 3));
+  const ra4 = (await again.revision('s')).revision;
+  assert.ok(![ra, ra2, ra3].includes(ra4));
   await again.close();
+  // A read-only open agrees.
+  const ro = await Store.open(dirA, { readOnly: true });
+  assert.equal((await ro.revision('s')).revision, ra4);
+  await ro.close();
 });
 
 test('unicode and escapes round-trip', async (t) => {
