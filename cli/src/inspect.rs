@@ -204,13 +204,20 @@ pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
         if args.json {
             writeln!(out, "{}", serde_json::json!(nodes)).map_err(out_err)?;
         } else {
+            // One pass over the session's events (each frame decoded once), not a read per
+            // node.
+            let wanted: std::collections::HashSet<u64> = nodes.iter().copied().collect();
+            let end = nodes.iter().max().map_or(0, |last| last + 1);
+            let mut kinds = std::collections::HashMap::with_capacity(nodes.len());
+            for e in store.events(id, 0..end).map_err(read_err)? {
+                let e = e.map_err(read_err)?;
+                if wanted.contains(&e.seq) {
+                    kinds.insert(e.seq, e.kind);
+                }
+            }
             for seq in nodes {
-                let kind = store
-                    .get(id, seq)
-                    .map_err(read_err)?
-                    .map(|e| e.kind)
-                    .unwrap_or_default();
-                writeln!(out, "{seq:>8}  {}", human(&kind)).map_err(out_err)?;
+                let kind = kinds.get(&seq).map_or("", String::as_str);
+                writeln!(out, "{seq:>8}  {}", human(kind)).map_err(out_err)?;
             }
         }
     } else {

@@ -64,11 +64,7 @@ impl Store {
             let state = scratch.as_mut().unwrap_or(&mut *real);
             let expected = state.next_seq();
             self.validate_event(session, &event, expected)?;
-            let lookup = StoreLookup {
-                store: self,
-                number,
-                batch: &planned,
-            };
+            let lookup = StoreLookup::new(self, number, &planned);
             // `validate_event` ran the lossless-JSON check with the store's limits.
             let plan = state
                 .plan_append_prevalidated(&event, &lookup)
@@ -236,11 +232,7 @@ impl Store {
                 let event = self
                     .read_resolved(number, seq, &mut cache)
                     .map_err(|e| replay_failed(seq, ReplayFailure::Read(e)))?;
-                let lookup = StoreLookup {
-                    store: self,
-                    number,
-                    batch: &[],
-                };
+                let lookup = StoreLookup::new(self, number, &[]);
                 let applied = state
                     .append(&event, &lookup)
                     .map_err(|e| replay_failed(seq, ReplayFailure::Rule(e)))?;
@@ -313,11 +305,7 @@ impl Store {
         let mut restored = self.config.projections.restore(rows, len);
         let from = restored.replay_from;
         if from < len {
-            let lookup = StoreLookup {
-                store: self,
-                number,
-                batch: &[],
-            };
+            let lookup = StoreLookup::new(self, number, &[]);
             let mut cache = FrameCache::default();
             let events = (from..len).map(|seq| match lookup.event_at_cached(seq, &mut cache) {
                 Ok(Some(e)) => Ok(e.into_owned()),

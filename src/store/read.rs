@@ -289,11 +289,7 @@ impl Store {
         let mut cache = FrameCache::default();
         for seq in covered..row.next_seq {
             let event = self.read_resolved(number, seq, &mut cache)?;
-            let lookup = StoreLookup {
-                store: self,
-                number,
-                batch: &[],
-            };
+            let lookup = StoreLookup::new(self, number, &[]);
             state
                 .append(&event, &lookup)
                 .map_err(|e| ReadError::Replay {
@@ -312,11 +308,7 @@ impl Store {
         let core = self.core(number);
         let mut core = lock(&core);
         if let Some(state) = core.state.take() {
-            let lookup = StoreLookup {
-                store: self,
-                number,
-                batch: &[],
-            };
+            let lookup = StoreLookup::new(self, number, &[]);
             let result = core.messages.refresh(state.surface(), &lookup);
             core.state = Some(state);
             result.map_err(derive_error)?;
@@ -324,11 +316,7 @@ impl Store {
         }
         drop(core);
         let nodes = self.surface_from_index(number)?;
-        let lookup = StoreLookup {
-            store: self,
-            number,
-            batch: &[],
-        };
+        let lookup = StoreLookup::new(self, number, &[]);
         crate::session::derive::derive_messages(&nodes, &lookup).map_err(derive_error)
     }
 
@@ -359,11 +347,30 @@ pub(crate) struct StoreLookup<'a> {
     pub(crate) store: &'a Store,
     pub(crate) number: u64,
     pub(crate) batch: &'a [Event],
+    /// The last frame read, kept across lookups: a walk over the surface (resume, messages)
+    /// decodes each frame once, not once per node.
+    cache: std::cell::RefCell<FrameCache>,
+}
+
+impl<'a> StoreLookup<'a> {
+    /// A lookup of session `number`'s events, seeing `batch` (events being appended) first.
+    pub(crate) fn new(store: &'a Store, number: u64, batch: &'a [Event]) -> StoreLookup<'a> {
+        StoreLookup {
+            store,
+            number,
+            batch,
+            cache: std::cell::RefCell::default(),
+        }
+    }
 }
 
 impl EventLookup for StoreLookup<'_> {
     fn event_at(&self, seq: Seq) -> Result<Option<std::borrow::Cow<'_, Event>>, LookupError> {
-        self.event_at_cached(seq, &mut FrameCache::default())
+        match self.cache.try_borrow_mut() {
+            Ok(mut cache) => self.event_at_cached(seq, &mut cache),
+            // A lookup made while one is in progress (resolving a citation) reads on its own.
+            Err(_) => self.event_at_cached(seq, &mut FrameCache::default()),
+        }
     }
 }
 

@@ -186,11 +186,7 @@ impl Store {
             .header(source)
             .ok_or_else(|| ForkError::not_found(source))?;
         let lookup = ReadFailures {
-            inner: StoreLookup {
-                store: self,
-                number,
-                batch: &[],
-            },
+            inner: StoreLookup::new(self, number, &[]),
             first: std::cell::RefCell::new(None),
         };
         let planned = plan_fork(

@@ -452,3 +452,31 @@ fn resume_reads_only_surface_frames() {
         "the log ({total_frames} frames) dwarfs what resume read ({read})"
     );
 }
+
+/// A session written in big frames (buffered appends): deriving its messages after a reopen
+/// decodes each frame once, not once per surface node (the lookup keeps its frame between
+/// nodes).
+#[test]
+fn messages_decode_each_frame_once_however_the_session_was_written() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path(), buffered()).unwrap();
+        let s = store.create(SessionHeader::new("big-frames", 1)).unwrap();
+        for t in 1..=100 {
+            turn(&s, t, 2);
+        }
+        store.close().unwrap();
+    }
+    let store = Store::open(dir.path(), buffered()).unwrap();
+    let s = store.session("big-frames").unwrap();
+    let nodes = s.surface().unwrap().len() as u64;
+    let before = store.frames_read();
+    let messages = s.messages().unwrap();
+    let frames = store.frames_read() - before;
+    assert_eq!(messages.len() as u64, nodes);
+    assert!(nodes >= 200, "{nodes} surface nodes");
+    assert!(
+        frames * 10 <= nodes,
+        "{frames} frame reads for {nodes} surface nodes in a few big frames"
+    );
+}
