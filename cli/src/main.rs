@@ -156,6 +156,7 @@ pub type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     output::catch_closed_pipe_panics();
+    handle_file_size_limit();
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli))) {
         Ok(Ok(code)) => code,
         // A closed stdout, met by `say!` or (in a thread) by a `println!` whose panic ended
@@ -411,6 +412,19 @@ pub fn iso_time(ms: i64) -> String {
     let mo = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i128::from(mo <= 2);
     format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}.{milli:03}Z")
+}
+
+/// Past a file-size limit (`ulimit -f`) the kernel sends SIGXFSZ, whose default action kills the
+/// process mid-write. With a handler installed the write fails with EFBIG instead, and the
+/// command reports it and cleans up like any other write error (an export removes its
+/// temporary file; an import keeps what it acknowledged).
+fn handle_file_size_limit() {
+    #[cfg(unix)]
+    {
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Registration fails only for signals that cannot be handled; SIGXFSZ can.
+        let _ = signal_hook::flag::register(signal_hook::consts::SIGXFSZ, seen);
+    }
 }
 
 #[cfg(test)]

@@ -947,3 +947,62 @@ fn second_writer_in_another_process_is_refused_naming_the_holder() {
         "names the holder pid: {stderr}"
     );
 }
+
+/// Past a file-size limit (`prlimit --fsize`, SIGXFSZ at its default disposition), an export
+/// fails with a clean error (exit 2, the cause named) instead of being killed, and leaves no
+/// file behind: neither the target nor its temporary file.
+#[test]
+fn an_export_past_the_file_size_limit_fails_cleanly_and_leaves_nothing() {
+    let _serial = serial();
+    if Command::new("prlimit").arg("--version").output().is_err() {
+        eprintln!(
+            "\n*** SKIPPED an_export_past_the_file_size_limit: `prlimit` is not installed ***\n"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    store_with(
+        &store,
+        &[SessionHeader::new("big", 1)],
+        40,
+        &"x".repeat(4000),
+    );
+    for (format, out) in [("sqlite18", "db.sqlite"), ("jsonl", "tree")] {
+        let out_dir = dir.path().join(format);
+        std::fs::create_dir(&out_dir).unwrap();
+        let target = out_dir.join(out);
+        let o = Command::new("prlimit")
+            .arg("--fsize=65536")
+            .arg(BIN)
+            .arg("--store")
+            .arg(&store)
+            .args(["export", "--format", format, "--out"])
+            .arg(&target)
+            .env_remove("SESSIONLOG_STORE")
+            .output()
+            .unwrap();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{format}: {err}");
+        assert!(err.contains("sessionlog: error:"), "{format}: {err}");
+        let mut left = Vec::new();
+        for e in walk(&out_dir) {
+            if e.is_file() {
+                left.push(e);
+            }
+        }
+        assert!(left.is_empty(), "{format} left {left:?}");
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        }
+        out.push(p);
+    }
+    out
+}
