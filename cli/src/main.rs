@@ -170,7 +170,7 @@ pub fn main() -> ExitCode {
             let _ = writeln!(
                 std::io::stderr(),
                 "sessionlog: error: {}",
-                human_lines(&e.to_string())
+                human_lines(&in_cli_words(e.as_ref()))
             );
             ExitCode::from(2)
         }
@@ -414,6 +414,28 @@ pub fn iso_time(ms: i64) -> String {
     format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}.{milli:03}Z")
 }
 
+/// An error's message with the library's advice (recovery modes, options) replaced by what to
+/// run on the command line.
+fn in_cli_words(e: &(dyn std::error::Error + 'static)) -> String {
+    let open = e.downcast_ref::<sessionlog::OpenError>().or_else(|| {
+        match e.downcast_ref::<sessionlog::Error>() {
+            Some(sessionlog::Error::Open(open)) => Some(open),
+            _ => None,
+        }
+    });
+    match open {
+        Some(sessionlog::OpenError::Corruption { position, reason }) => format!(
+            "corruption in the log at {position}: {reason}; valid frames follow, so this is not \
+             a torn write. `sessionlog verify` lists the damage; `sessionlog recover --salvage` \
+             drops the damaged frames (and names the events they held), or restore a backup"
+        ),
+        Some(sessionlog::OpenError::TornTail { position, reason }) => format!(
+            "torn write at the log tail at {position}: {reason}; `sessionlog recover` cuts it"
+        ),
+        _ => e.to_string(),
+    }
+}
+
 /// Past a file-size limit (`ulimit -f`) the kernel sends SIGXFSZ, whose default action kills the
 /// process mid-write. With a handler installed the write fails with EFBIG instead, and the
 /// command reports it and cleans up like any other write error (an export removes its
@@ -430,6 +452,35 @@ fn handle_file_size_limit() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn open_errors_give_cli_advice_not_library_advice() {
+        let position = sessionlog::LogPosition {
+            segment: 3,
+            offset: 4096,
+        };
+        let corruption = sessionlog::OpenError::Corruption {
+            position,
+            reason: sessionlog::Damage::MissingEarlierFrames,
+        };
+        let torn = sessionlog::OpenError::TornTail {
+            position,
+            reason: sessionlog::Damage::MissingLastFrame,
+        };
+        for (e, run) in [
+            (corruption, "`sessionlog recover --salvage`"),
+            (torn, "`sessionlog recover`"),
+        ] {
+            let library = e.to_string();
+            assert!(library.contains("RecoveryMode::"), "{library}");
+            let words = in_cli_words(&e);
+            assert!(words.contains(run), "{words}");
+            assert!(words.contains("segment 3 offset 4096"), "{words}");
+            assert!(!words.contains("RecoveryMode"), "{words}");
+            let umbrella = sessionlog::Error::from(e);
+            assert_eq!(in_cli_words(&umbrella), words);
+        }
+    }
 
     #[test]
     fn iso_times() {
