@@ -1197,8 +1197,9 @@ impl Scenario {
         Ok(())
     }
 
-    /// Imports a new session (`Store::import_session`): up to 80 events in the multi-frame
-    /// families (many frames), a few otherwise.
+    /// Imports a new session (`Store::import_session`, or every other time
+    /// `Store::create_with_events`): up to 80 events in the multi-frame families (many frames),
+    /// a few otherwise.
     fn import(&mut self, store: &Store) -> Result<(), StepError> {
         let id = format!("i{}-{}", self.model.next_id, self.rng.below(1000));
         self.model.next_id += 1;
@@ -1226,7 +1227,18 @@ impl Scenario {
             header: header.clone(),
             events: events.clone(),
         });
-        match store.import_session(header, events, None) {
+        // Every other new session goes through `Store::create_with_events` (header and first
+        // batch in one operation, under the append rules) instead of an import: the same
+        // all-or-nothing promise, a different write path.
+        let result = if self.model.next_id.is_multiple_of(2) {
+            store
+                .create_with_events(header, events)
+                .map(|(_, receipt)| receipt)
+                .map_err(ImportError::Append)
+        } else {
+            store.import_session(header, events, None)
+        };
+        match result {
             Ok(receipt) => {
                 self.in_flight = None;
                 self.tally.imports += 1;
