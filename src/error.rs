@@ -130,6 +130,14 @@ pub enum Damage {
     /// A record does not apply to the sessions the log created before it.
     #[error(transparent)]
     Registry(crate::store::RegistryError),
+    /// A record kind that the segment's format version does not have.
+    #[error("a {record} record in a version-{version} segment (only version 3 and later have it)")]
+    RecordNotInVersion {
+        /// The record kind.
+        record: &'static str,
+        /// The segment's format version.
+        version: u32,
+    },
     /// A frame continues an operation whose earlier frames are missing.
     #[error("the frame continues an operation whose earlier frames are missing")]
     MissingEarlierFrames,
@@ -605,6 +613,16 @@ pub enum ReadError {
     /// Replaying stored events into the registered projections failed.
     #[error("replaying events into the projections failed: {0}")]
     Projections(#[source] Box<ReplayError<LookupError>>),
+    /// A verbatim session (stored without session semantics) does not load the way dsh
+    /// loads a session, so it has no surface or messages; its events still read.
+    #[error("verbatim session {session:?} does not load as a dsh session: {reason}")]
+    Verbatim {
+        /// The session id.
+        session: String,
+        /// What dsh's load rules refuse.
+        #[source]
+        reason: Box<LoadError>,
+    },
 }
 
 /// Why a session's state or projections could not be rebuilt from the stored log (see

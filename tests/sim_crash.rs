@@ -119,6 +119,9 @@ struct ModelSession {
     /// An `import_session` not yet seen whole after a reopen: its event count. After a
     /// reopen the session is absent or holds at least this many events.
     import_len: Option<usize>,
+    /// Created with `Store::create_verbatim` (or forked from such a session): no session
+    /// semantics at append, no end-seed marker on a fork.
+    verbatim: bool,
 }
 
 impl ModelSession {
@@ -135,6 +138,7 @@ impl ModelSession {
             deleted: None,
             atomic: Vec::new(),
             import_len: None,
+            verbatim: false,
         }
     }
 
@@ -605,6 +609,8 @@ fn catalog(sim: &SimFs, seg_dir: &Path) -> (Vec<FrameInfo>, Vec<u64>) {
                     Record::Event { session, event } => {
                         events.push((names.get(&session).cloned().unwrap_or_default(), event.seq))
                     }
+                    // Part of its session's creation (the record before it).
+                    Record::Verbatim { .. } => {}
                 }
             }
             frames.push(FrameInfo {
@@ -830,6 +836,13 @@ impl Scenario {
                     ));
                 }
                 self.tally.atomic_whole += 1;
+            }
+            let verbatim = store.session_info(&s.id).map(|i| i.verbatim);
+            if verbatim != Some(s.verbatim) {
+                return Err(format!(
+                    "{what}: session {} verbatim flag is {verbatim:?}, the model says {}",
+                    s.id, s.verbatim
+                ));
             }
             let header = store.header(&s.id);
             match (&s.header, &header, &s.fork) {
@@ -1079,7 +1092,11 @@ impl Scenario {
         match roll {
             5..=8 => return self.fork(store, i),
             9..=12 => return self.delete(store, i),
-            13..=20 if !self.model_surface_of(i)?.is_empty() => {
+            // Compaction sends deliberately invalid replaces too, which a verbatim session
+            // stores: only checked sessions are compacted.
+            13..=20
+                if !self.model.sessions[i].verbatim && !self.model_surface_of(i)?.is_empty() =>
+            {
                 return self.compact(store, i);
             }
             13..=62 => {
@@ -1219,9 +1236,13 @@ impl Scenario {
                 events.iter().map(|e| e.data.len()).sum::<usize>()
             );
         }
+        // Every third new session is verbatim (`Store::create_verbatim`), every other one of
+        // the rest goes through `Store::create_with_events`, the others are imports.
+        let verbatim = self.model.next_id.is_multiple_of(3);
         let mut m = ModelSession::new(id.clone(), Some(header.clone()));
         m.events = events.clone();
         m.import_len = Some(n as usize);
+        m.verbatim = verbatim;
         self.model.sessions.push(m);
         self.in_flight = Some(InFlight::Import {
             header: header.clone(),
@@ -1230,7 +1251,12 @@ impl Scenario {
         // Every other new session goes through `Store::create_with_events` (header and first
         // batch in one operation, under the append rules) instead of an import: the same
         // all-or-nothing promise, a different write path.
-        let result = if self.model.next_id.is_multiple_of(2) {
+        let result = if verbatim {
+            store
+                .create_verbatim(header, events)
+                .map(|(_, receipt)| receipt)
+                .map_err(ImportError::Append)
+        } else if self.model.next_id.is_multiple_of(2) {
             store
                 .create_with_events(header, events)
                 .map(|(_, receipt)| receipt)
@@ -1692,10 +1718,12 @@ impl Scenario {
             self.model.next_id += 1;
             format!("f{}-{}", self.model.next_id, self.rng.below(1000))
         };
-        let open_turn = seed > 0 && open_turn_at(&parent.events, seed - 1);
+        // A verbatim session forks at any boundary, without an end-seed marker.
+        let open_turn = !parent.verbatim && seed > 0 && open_turn_at(&parent.events, seed - 1);
         let mut model = ModelSession::new(child.clone(), None);
         model.events = parent.events[..seed].to_vec();
-        if seed == 0 || parent.events[seed - 1].kind != "session/end-seed" {
+        model.verbatim = parent.verbatim;
+        if !parent.verbatim && (seed == 0 || parent.events[seed - 1].kind != "session/end-seed") {
             model.events.push(Event::new(
                 "session/end-seed",
                 seed as u64,

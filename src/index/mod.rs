@@ -110,7 +110,7 @@ impl std::fmt::Debug for Index {
 }
 
 /// The index format version (stored under `meta/format_version`).
-pub const INDEX_FORMAT_VERSION: u32 = 3;
+pub const INDEX_FORMAT_VERSION: u32 = 4;
 
 /// What the index says when opened.
 #[derive(Debug, Clone, PartialEq)]

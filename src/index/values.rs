@@ -314,6 +314,11 @@ pub struct SessionRow {
 
 /// [`SessionRow::flags`] bit: the session was deleted but forks still pin its events.
 pub const FLAG_DELETED: u32 = 1;
+/// [`SessionRow::flags`] bit: the session stores its events verbatim (no session semantics,
+/// no surface table, no state or projection checkpoints).
+pub const FLAG_VERBATIM: u32 = 2;
+/// Every [`SessionRow::flags`] bit this version defines; any other bit is damage.
+const KNOWN_FLAGS: u32 = FLAG_DELETED | FLAG_VERBATIM;
 
 /// Bytes of the fixed part of a session row.
 pub const SESSION_ROW_FIXED: usize = 96;
@@ -342,6 +347,11 @@ impl SessionRow {
     /// True when the session was deleted (and is kept only for its forks).
     pub fn is_deleted(&self) -> bool {
         self.flags & FLAG_DELETED != 0
+    }
+
+    /// True when the session stores its events verbatim ([`FLAG_VERBATIM`]).
+    pub fn is_verbatim(&self) -> bool {
+        self.flags & FLAG_VERBATIM != 0
     }
 
     /// Encoding (format-spec.md §5): eleven u64/i64 LE fields, children u32, flags u32, then
@@ -386,6 +396,13 @@ impl SessionRow {
         let header: SessionHeader = postcard::from_bytes(&b[SESSION_ROW_FIXED..])
             .map_err(|e| malformed("sessions", format!("header: {e}")))?;
         let f = |i: usize| u64_le(&b[i * 8..i * 8 + 8]);
+        let flags = u32_le(&b[92..96]);
+        if flags & !KNOWN_FLAGS != 0 {
+            return Err(malformed(
+                "sessions",
+                format!("flags {flags:#x} set bits this version does not define"),
+            ));
+        }
         Ok(SessionRow {
             number: f(0),
             next_seq: f(1),
@@ -399,7 +416,7 @@ impl SessionRow {
             surface_len: f(9),
             replace_generation: f(10),
             children: u32_le(&b[88..92]),
-            flags: u32_le(&b[92..96]),
+            flags,
             header: std::sync::Arc::new(header),
         })
     }

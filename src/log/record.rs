@@ -44,6 +44,14 @@ pub enum Record {
         /// The session number.
         session: u64,
     },
+    /// The session just created or forked (by the record before this one, in the same
+    /// operation) stores its events verbatim: the engine checks seq order, the envelope's
+    /// numbers and the JSON of `data`, and applies no session semantics. Postcard variant 4;
+    /// segment format version 3 and later.
+    Verbatim {
+        /// The session number.
+        session: u64,
+    },
 }
 
 /// The stored form of an [`Event`]: the same fields in a fixed order. (Reachable only through

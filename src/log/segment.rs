@@ -5,7 +5,7 @@
 //!
 //! offset size field
 //! 0      8    magic           "SLOGSEG\0"
-//! 8      4    format_version  u32 LE, 2 (version 1 segments are still read)
+//! 8      4    format_version  u32 LE, 3 (versions 1 and 2 are still read)
 //! 12     4    reserved        0
 //! 16     8    segment number  u64 LE, equals the number in the file name
 //! 24     4    reserved        0
@@ -20,9 +20,11 @@ use std::path::{Path, PathBuf};
 use crate::error::DecodeError;
 
 /// The on-disk format version this build writes.
-pub const FORMAT_VERSION: u32 = 2;
-/// The oldest segment format version this build reads. Version 1 differs only in that its
-/// frames never carry `FLAG_CONTINUED` (a version-1 frame with that bit set is damage).
+pub const FORMAT_VERSION: u32 = 3;
+/// The oldest segment format version this build reads. Version 1 differs from 2 only in that
+/// its frames never carry `FLAG_CONTINUED` (a version-1 frame with that bit set is damage);
+/// version 2 differs from 3 only in that it never holds a `Verbatim` record (one in a
+/// version-2 segment is damage).
 pub const OLDEST_READ_VERSION: u32 = 1;
 /// The magic bytes every segment starts with.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"SLOGSEG\0";
@@ -151,8 +153,12 @@ mod tests {
             HeaderCheck::Valid { version: 1 }
         );
         assert_eq!(
-            check_header(&with_version(3), 7),
-            HeaderCheck::OtherVersion(3)
+            check_header(&with_version(2), 7),
+            HeaderCheck::Valid { version: 2 }
+        );
+        assert_eq!(
+            check_header(&with_version(4), 7),
+            HeaderCheck::OtherVersion(4)
         );
         assert_eq!(
             check_header(&with_version(0), 7),

@@ -42,6 +42,9 @@ impl Store {
         core: &mut Core,
         events: Vec<Event>,
     ) -> Result<Receipt, AppendError> {
+        if self.is_verbatim(number) {
+            return self.append_verbatim_locked(session, number, events);
+        }
         let committer = self.committer()?;
         self.ensure_state(number, core)?;
         self.ensure_projections(number, core)?;
@@ -163,8 +166,9 @@ impl Store {
 
     /// Loads a session's state: its checkpoint, then a replay of the events after it (and,
     /// for events the surface table does not cover yet, the surface updates).
+    /// A verbatim session has no state: its core's state stays `None`.
     pub(crate) fn ensure_state(&self, number: u64, core: &mut Core) -> Result<(), AppendError> {
-        if core.state.is_some() {
+        if core.state.is_some() || self.is_verbatim(number) {
             return Ok(());
         }
         let row = self
@@ -266,7 +270,7 @@ impl Store {
         number: u64,
         core: &mut Core,
     ) -> Result<(), AppendError> {
-        if core.projections.is_some() {
+        if core.projections.is_some() || self.is_verbatim(number) {
             return Ok(());
         }
         let len = self.registry().get(number).map_or(0, |r| r.next_seq);

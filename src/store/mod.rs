@@ -30,6 +30,7 @@ mod read;
 pub mod recovery;
 mod registry;
 mod session;
+mod verbatim;
 use open::open_index;
 mod verify;
 
@@ -86,6 +87,7 @@ pub struct Receipt {
 
 /// A session as listed by [`Store::sessions`] (one: [`Store::session_info`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SessionInfo {
     /// The header.
     pub header: SessionHeader,
@@ -102,10 +104,13 @@ pub struct SessionInfo {
     pub data_bytes: u64,
     /// `time` of the last event.
     pub last_time: i64,
-    /// Number of surface nodes.
+    /// Number of surface nodes (0 for a verbatim session: it keeps no surface index).
     pub surface_len: u64,
-    /// Number of surface replacements.
+    /// Number of surface replacements (0 for a verbatim session).
     pub replace_generation: u64,
+    /// The session stores its events verbatim, without session semantics
+    /// ([`Store::create_verbatim`]).
+    pub verbatim: bool,
 }
 
 /// A listed session: counters from the index and the projections' views.
@@ -312,7 +317,7 @@ impl Store {
             .registry()
             .live()
             .iter()
-            .filter(|r| r.surface_covered < r.next_seq)
+            .filter(|r| r.surface_covered < r.next_seq && !r.is_verbatim())
             .map(|r| r.number)
             .collect();
         let mut failures = Vec::new();
@@ -345,6 +350,7 @@ impl Store {
             .registry()
             .live()
             .iter()
+            .filter(|r| !r.is_verbatim())
             .filter(|r| {
                 r.surface_covered < r.next_seq
                     || self.state_covered(r.number) < r.next_seq

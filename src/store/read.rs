@@ -17,13 +17,22 @@ use super::*;
 impl Store {
     /// Every live session with its counters and the views of the registered projections
     /// (title, stats, ...). Reads only the in-memory registry and the index's checkpoints:
-    /// after a clean close or a catch-up, no segment is opened.
+    /// after a clean close or a catch-up, no segment is opened. A verbatim session keeps no
+    /// projection checkpoints, so it is listed without views (ask
+    /// [`Store::projection_views`], which folds its events).
     pub fn list(&self) -> Result<Vec<Listed>, ReadError> {
         let mut out = Vec::new();
         for info in self.sessions() {
             let Some(number) = self.number_of(&info.header.id) else {
                 continue;
             };
+            if info.verbatim {
+                out.push(Listed {
+                    info,
+                    views: Vec::new(),
+                });
+                continue;
+            }
             let core = self.core(number);
             let views = {
                 let core = lock(&core);
@@ -201,6 +210,10 @@ impl Store {
     /// linked list: no event is read.
     pub fn surface(&self, session: &str) -> Result<Vec<Seq>, ReadError> {
         let (number, _) = self.number(session)?;
+        if self.is_verbatim(number) {
+            let (state, _) = self.verbatim_view(number)?;
+            return Ok(state.surface().nodes().to_vec());
+        }
         let core = self.core(number);
         let core = lock(&core);
         if let Some(state) = &core.state {
@@ -305,6 +318,11 @@ impl Store {
     /// events (by offset from the index), never the whole log.
     pub fn messages(&self, session: &str) -> Result<Vec<DerivedMessage>, ReadError> {
         let (number, _) = self.number(session)?;
+        if self.is_verbatim(number) {
+            let (state, events) = self.verbatim_view(number)?;
+            return crate::session::derive::derive_messages(state.surface().nodes(), &events)
+                .map_err(derive_error);
+        }
         let core = self.core(number);
         let mut core = lock(&core);
         if let Some(state) = core.state.take() {
@@ -326,6 +344,12 @@ impl Store {
         let row = registry
             .by_id(session)
             .ok_or_else(|| ReadError::NoSuchSession(session.to_owned()))?;
+        if row.is_verbatim() {
+            let number = row.number;
+            drop(registry);
+            let (state, _) = self.verbatim_view(number)?;
+            return Ok(state.surface().replace_generation());
+        }
         if row.surface_covered < row.next_seq {
             let number = row.number;
             drop(registry);
@@ -469,5 +493,6 @@ fn info_of(r: &SessionRow) -> SessionInfo {
         last_time: r.last_time,
         surface_len: r.surface_len,
         replace_generation: r.replace_generation,
+        verbatim: r.is_verbatim(),
     }
 }

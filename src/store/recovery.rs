@@ -376,7 +376,8 @@ impl Tail {
         from: LogPosition,
         report: &mut RecoveryReport,
     ) -> Result<ScanReport, OpenError> {
-        let mut visit = |frame: ScannedFrame| self.frame(frame, input.index, report);
+        let mut visit =
+            |frame: ScannedFrame| self.frame(frame, input.index, input.segments, report);
         let scanned = scan::scan(
             input.segments,
             numbers,
@@ -396,8 +397,10 @@ impl Tail {
         &mut self,
         frame: ScannedFrame,
         index: &Index,
+        segments: &Segments,
         report: &mut RecoveryReport,
     ) -> Result<(), OpenError> {
+        let version = segments.version(frame.position.segment);
         let records = match Record::decode_all(&frame.payload) {
             Ok(records) => records,
             Err(_) if frame.dropped => return Ok(()),
@@ -413,7 +416,7 @@ impl Tail {
             return Ok(());
         }
         for (record_offset, record) in records {
-            self.apply(record_offset, record, &frame, report)?;
+            self.apply(record_offset, record, &frame, version, report)?;
         }
         self.running = Watermark {
             segment: frame.position.segment,
@@ -451,10 +454,30 @@ impl Tail {
         record_offset: u32,
         record: Record,
         frame: &ScannedFrame,
+        version: u32,
         report: &mut RecoveryReport,
     ) -> Result<(), OpenError> {
         let position = frame.position;
         match record {
+            Record::Verbatim { .. } if version < 3 => {
+                return Err(OpenError::Corruption {
+                    position,
+                    reason: Damage::RecordNotInVersion {
+                        record: "Verbatim",
+                        version,
+                    },
+                });
+            }
+            Record::Verbatim { session } => {
+                if self.salvage && self.registry.get(session).is_none() {
+                    return Ok(());
+                }
+                let row = self
+                    .registry
+                    .mark_verbatim(session)
+                    .map_err(|e| corrupt(position, e))?;
+                self.dirty.insert(row.number);
+            }
             Record::CreateSession { session, header } => {
                 let rows = self
                     .registry

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use crate::event::{Seq, SessionHeader};
-use crate::index::{FLAG_DELETED, IndexOp, SessionRow};
+use crate::index::{FLAG_DELETED, FLAG_VERBATIM, IndexOp, SessionRow};
 
 /// Why a record cannot apply to the registry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -27,6 +27,9 @@ pub enum RegistryError {
         /// The seq expected.
         expected: Seq,
     },
+    /// A `Verbatim` record for a session that already has events of its own (or is marked).
+    #[error("session {0:?} is marked verbatim after its creation")]
+    NotFresh(String),
 }
 
 /// Every session row, by number and by id.
@@ -134,7 +137,29 @@ impl Registry {
         row.next_seq += 1;
         row.data_bytes += data_len as u64;
         row.last_time = time;
+        if row.is_verbatim() {
+            // A verbatim session has no surface table: it is always "covered".
+            row.surface_covered = row.next_seq;
+        }
         Ok(row)
+    }
+
+    /// Marks a session that has no events of its own yet as verbatim (the `Verbatim` record
+    /// that follows its creation). Returns the row to write.
+    pub(crate) fn mark_verbatim(&mut self, number: u64) -> Result<SessionRow, RegistryError> {
+        let row = self
+            .rows
+            .get_mut(&number)
+            .ok_or(RegistryError::Unknown(number))?;
+        if row.next_seq != row.seed_len || row.is_verbatim() {
+            return Err(RegistryError::NotFresh(row.header.id.clone()));
+        }
+        row.flags |= FLAG_VERBATIM;
+        row.surface_covered = row.next_seq;
+        row.surface_head = crate::index::NO_NODE;
+        row.surface_tail = crate::index::NO_NODE;
+        row.surface_len = 0;
+        Ok(row.clone())
     }
 
     /// Deletes a session: purged at once when no fork inherits from it, else marked deleted

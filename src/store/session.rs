@@ -175,6 +175,20 @@ impl Store {
         let number = self
             .number_of(source)
             .ok_or_else(|| ForkError::not_found(source))?;
+        if self.is_verbatim(number) {
+            let seed_length = match boundary {
+                Some(b) => b.saturating_add(1),
+                None => self.len(source).unwrap_or(0),
+            };
+            let mut header = self
+                .header(source)
+                .ok_or_else(|| ForkError::not_found(source))?;
+            header.id = child_id;
+            header.created_at = now_ms().max(0) as u64;
+            header.parent_session = Some(source.to_owned());
+            header.seed_length = Some(seed_length);
+            return self.fork_verbatim(source, header, seed_length);
+        }
         let core = self.core(number);
         let mut core = lock(&core);
         self.ensure_state(number, &mut core)?;
@@ -374,7 +388,11 @@ impl<'s> Session<'s> {
         let core = self.store.core(self.number);
         let mut core = lock(&core);
         self.store.ensure_state(self.number, &mut core)?;
-        let first = core.state.as_ref().map_or(0, SessionState::next_seq);
+        // A verbatim session has no state: its next seq is its row's.
+        let first = match core.state.as_ref() {
+            Some(state) => state.next_seq(),
+            None => self.len(),
+        };
         let mut events: Vec<Event> = (first..)
             .zip(events)
             .map(|(seq, e)| e.to_event(seq, time))

@@ -52,6 +52,8 @@ impl Store {
                             Record::DeleteSession { session } => {
                                 next.remove(&session);
                             }
+                            // Recovery checks its place (after its session's creation).
+                            Record::Verbatim { .. } => {}
                             Record::Event { session, event } => {
                                 report.events += 1;
                                 let expected = next.entry(session).or_insert(0);
@@ -286,6 +288,18 @@ impl Store {
                     continue;
                 }
             };
+            if row.is_verbatim() {
+                // A verbatim session has no surface table.
+                if !links.is_empty() || row.surface_len != 0 || row.surface_head != NO_NODE {
+                    problems.push(format!(
+                        "index disagrees with the log at surface of session \"{}\" (number {}): a verbatim session has no surface, the index lists {} node(s); {advice}",
+                        row.header.id,
+                        row.number,
+                        links.len().max(row.surface_len as usize)
+                    ));
+                }
+                continue;
+            }
             let state = match self.replay(&row, row.surface_covered) {
                 Ok(s) => s,
                 Err(e) => {

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::common::{read_all, synthetic_event};
-use sessionlog::error::{AppendError, OpenError};
+use sessionlog::error::{AppendError, Damage, OpenError};
 use sessionlog::event::{Event, SessionHeader};
 use sessionlog::log::frame::{FLAG_CONTINUATION, FLAG_CONTINUED, FRAME_HEADER_LEN};
 use sessionlog::log::scan::RecoveryMode;
@@ -409,9 +409,49 @@ fn version_1_segments_are_read_and_never_appended_to() {
     store.close().unwrap();
     assert_eq!(segment_numbers(dir.path()), vec![1, 2]);
     let head = std::fs::read(segment_path(dir.path(), 2)).unwrap();
-    assert_eq!(u32::from_le_bytes(head[8..12].try_into().unwrap()), 2);
+    assert_eq!(
+        u32::from_le_bytes(head[8..12].try_into().unwrap()),
+        sessionlog::log::segment::FORMAT_VERSION
+    );
     let store = Store::open(dir.path(), small_frames()).unwrap();
     assert_eq!(read_all(&store, "a").len(), 4);
+}
+
+#[test]
+fn version_2_segments_are_read_rolled_over_and_a_verbatim_record_in_one_is_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), small_frames()).unwrap();
+    store.create_session(SessionHeader::new("a", 1)).unwrap();
+    for s in 0..3 {
+        store.append("a", sized_event(s, 50)).unwrap();
+    }
+    store.close().unwrap();
+    set_segment_version(&segment_path(dir.path(), 1), 2);
+    let store = Store::open(dir.path(), small_frames()).unwrap();
+    assert_eq!(read_all(&store, "a").len(), 3);
+    store
+        .create_verbatim(SessionHeader::new("v", 1), vec![sized_event(0, 10)])
+        .unwrap();
+    store.close().unwrap();
+    // The verbatim session went to a new version-3 segment, never into the version-2 one.
+    assert_eq!(segment_numbers(dir.path()), vec![1, 2]);
+    let store = Store::open(dir.path(), small_frames()).unwrap();
+    assert!(store.session_info("v").unwrap().verbatim);
+    store.close().unwrap();
+    // Marked version 2, the segment holding the Verbatim record is damage, named as such.
+    set_segment_version(&segment_path(dir.path(), 2), 2);
+    std::fs::remove_file(dir.path().join("index.redb")).unwrap();
+    let err = Store::open(dir.path(), small_frames()).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            OpenError::Corruption {
+                reason: Damage::RecordNotInVersion { version: 2, .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[test]

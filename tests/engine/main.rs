@@ -31,3 +31,4 @@ mod sparse_index;
 mod store;
 mod store_fixtures;
 mod typed_events;
+mod verbatim;

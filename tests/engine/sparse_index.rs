@@ -298,7 +298,7 @@ fn set_index_version(dir: &Path, version: u32) {
 
 #[test]
 fn an_index_of_format_version_1_is_rebuilt_by_a_writable_open() {
-    assert_eq!(INDEX_FORMAT_VERSION, 3);
+    assert_eq!(INDEX_FORMAT_VERSION, 4);
     let dir = tempfile::tempdir().unwrap();
     let written = {
         let store = Store::open(dir.path(), config(Durability::Buffered)).unwrap();
@@ -351,7 +351,7 @@ fn an_index_of_a_newer_format_version_is_refused() {
         interleaved(&store, 5, 5);
         store.close().unwrap();
     }
-    set_index_version(dir.path(), 4);
+    set_index_version(dir.path(), INDEX_FORMAT_VERSION + 1);
     for read_only in [false, true] {
         let err = Store::open(
             dir.path(),
@@ -362,8 +362,8 @@ fn an_index_of_a_newer_format_version_is_refused() {
             matches!(
                 err,
                 OpenError::UnsupportedFormat {
-                    found: 4,
-                    supported: 3,
+                    found: 5,
+                    supported: 4,
                     ..
                 }
             ),

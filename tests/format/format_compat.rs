@@ -1,11 +1,12 @@
-//! Backward compatibility: a store written by this version (segments format 2, index format 3)
-//! is checked in under `tests/data/store-s2-i3/` and must open, read and verify the same in
-//! every later version (redb's backward-compatibility test is the model). Its expected content
-//! is checked in beside it (`expected.txt`, one line per session), so a change that reads old
+//! Backward compatibility: a store written by each format version (segments 2 / index 3 under
+//! `tests/data/store-s2-i3/`, segments 3 / index 4 with verbatim sessions under
+//! `tests/data/store-s3-i4/`) is checked in and must open, read and verify the same in every
+//! later version (redb's backward-compatibility test is the model). Its expected content is
+//! checked in beside it (`expected.txt`, one line per session), so a change that reads old
 //! bytes differently fails here.
 //!
 //! `SESSIONLOG_WRITE_STORE_FIXTURE=1 cargo test --release --test format -- --ignored format_compat`
-//! writes the fixture; it is only ever written once per format version.
+//! writes the current version's fixture; it is only ever written once per format version.
 
 use std::path::{Path, PathBuf};
 
@@ -14,8 +15,13 @@ use sessionlog::event::{Event, SessionHeader, SurfaceOp};
 use sessionlog::session::InvariantMode;
 use sessionlog::store::{Config, Durability, Store};
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/store-s2-i3")
+/// Every checked-in fixture, oldest first; the last is the current format version's.
+const FIXTURES: [&str; 2] = ["store-s2-i3", "store-s3-i4"];
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -48,10 +54,15 @@ fn describe(store: &Store) -> String {
                 .as_bytes(),
             );
         }
-        let surface = store.surface(&id).unwrap();
-        let messages = store.messages(&id).unwrap().len();
+        let surface = store
+            .surface(&id)
+            .map_or_else(|_| "refused".to_owned(), |s| format!("{s:?}"));
+        // A verbatim session that dsh's load refuses has no messages.
+        let messages = store
+            .messages(&id)
+            .map_or_else(|_| "refused".to_owned(), |m| m.len().to_string());
         out.push_str(&format!(
-            "{id} events={} surface={surface:?} messages={messages} crc={:08x}\n",
+            "{id} events={} surface={surface} messages={messages} crc={:08x}\n",
             events.len(),
             h.finalize()
         ));
@@ -84,16 +95,16 @@ fn chunk(seq: u64, pad: usize) -> Event {
 }
 
 #[test]
-#[ignore = "writes tests/data/store-s2-i3; run with SESSIONLOG_WRITE_STORE_FIXTURE=1"]
+#[ignore = "writes tests/data/store-s3-i4; run with SESSIONLOG_WRITE_STORE_FIXTURE=1"]
 fn write_store_fixture() {
+    let dir = fixture(FIXTURES[FIXTURES.len() - 1]);
     if std::env::var_os("SESSIONLOG_WRITE_STORE_FIXTURE").is_none() {
         eprintln!(
             "set SESSIONLOG_WRITE_STORE_FIXTURE=1 to write {}",
-            fixture().display()
+            dir.display()
         );
         return;
     }
-    let dir = fixture();
     let _ = std::fs::remove_dir_all(&dir);
     let config = Config::default()
         .durability(Durability::Sync)
@@ -125,6 +136,23 @@ fn write_store_fixture() {
     store.import_session(header, events, None).unwrap();
     store.create_session(SessionHeader::new("gone", 3)).unwrap();
     store.append("gone", user(0, "bye")).unwrap();
+    // Verbatim sessions (segments 3): one dsh's load accepts, one it refuses (a message
+    // without its surfaceOp, a retired shape), and a verbatim fork of the latter.
+    let ok: Vec<Event> = (0..3).map(|s| user(s, "verbatim")).collect();
+    store
+        .create_verbatim(SessionHeader::new("verbatim-ok", 4), ok)
+        .unwrap();
+    let odd = vec![
+        Event::new("user/message", 0, 5, r#"{"id":"u","role":"user"}"#),
+        Event::new("mode/set", 1, -5, r#"{"mode":"plan","n":1.50}"#),
+    ];
+    store
+        .create_verbatim(SessionHeader::new("verbatim-odd", 5), odd)
+        .unwrap();
+    let mut child = SessionHeader::new("verbatim-fork", 6);
+    child.parent_session = Some("verbatim-odd".into());
+    child.seed_length = Some(1);
+    store.fork_verbatim("verbatim-odd", child, 1).unwrap();
     store.close().unwrap();
     let store = Store::open(&dir, Config::default()).unwrap();
     store.fork("plain", None, Some("forked")).unwrap();
@@ -136,11 +164,17 @@ fn write_store_fixture() {
 }
 
 #[test]
-fn the_checked_in_store_reads_and_verifies_the_same_forever() {
-    let expected = std::fs::read_to_string(fixture().join("expected.txt")).unwrap();
+fn the_checked_in_stores_read_and_verify_the_same_forever() {
+    for name in FIXTURES {
+        check_fixture(name);
+    }
+}
+
+fn check_fixture(name: &str) {
+    let expected = std::fs::read_to_string(fixture(name).join("expected.txt")).unwrap();
     assert!(expected.lines().count() >= 3, "the fixture has sessions");
     let work = tempfile::tempdir().unwrap();
-    copy_dir(&fixture(), work.path());
+    copy_dir(&fixture(name), work.path());
     let before: Vec<(PathBuf, Vec<u8>)> = walk(work.path());
 
     // Read-only: the same answers, nothing modified.

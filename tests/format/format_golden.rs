@@ -131,6 +131,7 @@ fn fork_and_delete_records() {
         "02 04 01 0c 00 01 66 09 00 00 00 00 00 00 00 00",
     );
     check(Record::DeleteSession { session: 4 }, "03 04");
+    check(Record::Verbatim { session: 4 }, "04 04");
 }
 
 /// Golden bytes of the index's derived values whose layout is ours (format-spec §5): a session
@@ -160,6 +161,17 @@ fn session_row_and_state_checkpoint() {
         "session row layout changed"
     );
     assert_eq!(SessionRow::decode(&row.encode()).unwrap(), row);
+    // Bit 1 is the verbatim flag; a bit this version does not define is damage.
+    let mut verbatim = row.clone();
+    verbatim.flags = 2;
+    assert!(
+        SessionRow::decode(&verbatim.encode())
+            .unwrap()
+            .is_verbatim()
+    );
+    let mut unknown = row.clone();
+    unknown.flags = 4;
+    assert!(SessionRow::decode(&unknown.encode()).is_err());
 
     let events: Vec<Event> = (0..10)
         .map(|s| sessionlog_bench::workload::synthetic_event(s, 3))

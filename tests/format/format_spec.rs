@@ -72,7 +72,7 @@ fn the_spec_example_is_what_the_store_writes() {
     drop(store);
     let seg = std::fs::read(dir.path().join("segments/00000000000000000001.seg")).unwrap();
     assert_eq!(&seg[0..8], b"SLOGSEG\0");
-    assert_eq!(&seg[8..12], &2u32.to_le_bytes());
+    assert_eq!(&seg[8..12], &3u32.to_le_bytes());
     let example = spec_example();
     assert!(
         seg.ends_with(&example),
@@ -83,11 +83,11 @@ fn the_spec_example_is_what_the_store_writes() {
 #[test]
 fn the_spec_segment_header_example_is_what_the_store_writes() {
     use sessionlog::log::segment::{self, HeaderCheck};
-    let bytes = hexdump_after("Example: the header of segment 1 at format version 2", 1);
+    let bytes = hexdump_after("Example: the header of segment 1 at format version 3", 1);
     assert_eq!(bytes.len(), 32);
     assert_eq!(
         segment::check_header(&bytes, 1),
-        HeaderCheck::Valid { version: 2 }
+        HeaderCheck::Valid { version: 3 }
     );
     assert_eq!(segment::encode_header(1).to_vec(), bytes);
 }

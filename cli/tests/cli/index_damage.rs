@@ -717,8 +717,8 @@ fn stored_values_carry_the_crc_the_spec_describes() {
         .to_vec();
     let mut crc = crc32fast::Hasher::new();
     crc.update(b"format_version");
-    crc.update(&3u32.to_le_bytes());
-    let mut want = 3u32.to_le_bytes().to_vec();
+    crc.update(&4u32.to_le_bytes());
+    let mut want = 4u32.to_le_bytes().to_vec();
     want.extend_from_slice(&crc.finalize().to_le_bytes());
     assert_eq!(v, want);
     let rows = txn.open_table(SESSIONS).unwrap();
