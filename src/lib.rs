@@ -116,7 +116,7 @@ pub use session::error::{HeaderError, InvariantRule, InvariantViolation};
 pub use session::{InvariantMode, RuleViolation};
 pub use store::{
     Config, Durability, Events, ForkFailure, Intent, InvariantCheck, Listed, Receipt,
-    RecoveryReport, Session, SessionInfo, Store, VerifyReport,
+    RecoveryReport, Session, SessionInfo, Store, TornSession, VerifyReport,
 };
 
 #[cfg(feature = "interop")]

@@ -74,6 +74,7 @@ export type ErrorCode =
   | 'IO'
   | 'WRITER_FAILED'
   | 'DERIVE'
+  | 'NOT_LOADABLE'
   | 'UNREPRESENTABLE'
   | 'STALE_REPAIR'
   | 'INTERNAL';
@@ -115,6 +116,8 @@ export interface Resumed {
 
 export interface Listed {
   header: SessionHeader;
+  /** Stored without session semantics (`create(header, {verbatim: true})`, dshBackend). */
+  verbatim: boolean;
   eventCount: number;
   dataBytes: number;
   lastTime: number;
@@ -135,21 +138,25 @@ export interface RecoveryReport {
   tornOperationFrames: number;
   indexRebuilt: boolean;
   truncated: null | { segment: number; offset: number; reason: string };
+  /** Sessions whose never-committed events were cut at open (from the whole frames of a torn multi-frame operation). */
+  tornSessions: { id: string; firstSeq: number; events: number }[];
 }
 
 export class Store {
   private constructor();
   static open(dir: string, options?: StoreOptions): Promise<Store>;
   readonly dir: string;
-  create(header: SessionHeader): Promise<{ revision: string }>;
+  /** `verbatim`: store events exactly as given (seq, JSON and size checks only). */
+  create(header: SessionHeader, options?: { verbatim?: boolean }): Promise<{ revision: string }>;
   append(id: string, events: SessionEvent[] | string): Promise<AppendResult>;
-  createWithBatch(header: SessionHeader, events: SessionEvent[]): Promise<AppendResult>;
+  createWithBatch(header: SessionHeader, events: SessionEvent[], options?: { verbatim?: boolean }): Promise<AppendResult>;
   flush(): Promise<void>;
   /** `repair: false`: never append closers (the view of a live, mid-turn session). */
   resume(id: string, options?: { events?: boolean; repair?: boolean }): Promise<Resumed>;
   readFrom(id: string, fromSeq?: number): Promise<SessionEvent[]>;
   read(id: string, fromSeq?: number): Promise<{ header: SessionHeader; length: number; events: SessionEvent[]; revision: string }>;
   revision(id: string): Promise<{ length: number; revision: string } | undefined>;
+  /** A verbatim parent forks at any seedLength (0 included) with `childHeader` as given. */
   fork(parentId: string, childHeader: SessionHeader, seedLength: number): Promise<{ header: SessionHeader; length: number; revision: string }>;
   list(): Promise<Listed[]>;
   delete(id: string): Promise<void>;

@@ -170,9 +170,12 @@ class Store {
     return this.#dir;
   }
 
-  /** Creates an empty session. Resolves to `{revision}`. */
-  async create(header) {
-    return unwrap(await this.#native.create(headerText(header)));
+  /**
+   * Creates an empty session. Resolves to `{revision}`. `{verbatim: true}`: the session stores
+   * its events exactly as given, with only seq, JSON and size checks (no session semantics).
+   */
+  async create(header, options = {}) {
+    return unwrap(await this.#native.create(headerText(header), options.verbatim === true));
   }
 
   /**
@@ -185,9 +188,14 @@ class Store {
     return unwrap(await this.#native.append(id, batchText(events), false));
   }
 
-  /** Creates a session with its first batch as one operation: after a crash it is absent or complete. */
-  async createWithBatch(header, events) {
-    return unwrap(await this.#native.createAndAppend(headerText(header), batchText(events)));
+  /**
+   * Creates a session with its first batch as one operation: after a crash it is absent or
+   * complete. `{verbatim: true}` as for `create`.
+   */
+  async createWithBatch(header, events, options = {}) {
+    return unwrap(
+      await this.#native.createAndAppend(headerText(header), batchText(events), options.verbatim === true),
+    );
   }
 
   /** A barrier: resolves once everything appended before it is durable. */

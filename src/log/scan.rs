@@ -74,6 +74,10 @@ pub struct ScanReport {
     pub torn_tail: Option<BadFrame>,
     /// Frames of an operation without its last frame, cut with the tail.
     pub torn_operation_frames: u64,
+    /// The events in those frames, per session: `(session number, first seq, events)`. The
+    /// frames are whole (their CRCs pass), so their records name their sessions; a single
+    /// torn frame fails its CRC and names nothing.
+    pub torn_events: Vec<(u64, u64, u64)>,
     /// Bad frames skipped (salvage mode only).
     pub skipped: Vec<BadFrame>,
     /// Frames visited.
@@ -301,7 +305,7 @@ pub fn scan(
                             numbers,
                             cut,
                             detail,
-                            open.len(),
+                            &open,
                             before_open,
                             mode,
                         );
@@ -335,19 +339,38 @@ pub fn scan(
     if let Some(first) = open.first() {
         let detail = Damage::Uncommitted { frames: open.len() };
         let cut = first.position;
-        let frames = open.len();
         return torn(
             report,
             segments,
             numbers,
             cut,
             detail,
-            frames,
+            &open,
             before_open,
             mode,
         );
     }
     Ok(report)
+}
+
+/// The events of a never-committed operation's whole frames, per session, in log order:
+/// `(session number, first seq, events)`. Frames whose records do not decode name nothing.
+fn torn_events(operation: &[ScannedFrame]) -> Vec<(u64, u64, u64)> {
+    let mut out: Vec<(u64, u64, u64)> = Vec::new();
+    for frame in operation {
+        let Ok(records) = super::record::Record::decode_all(&frame.payload) else {
+            continue;
+        };
+        for (_, record) in records {
+            if let super::record::Record::Event { session, event } = record {
+                match out.iter_mut().find(|(s, _, _)| *s == session) {
+                    Some(entry) => entry.2 += 1,
+                    None => out.push((session, event.seq, 1)),
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Records that the scan has consumed the frame at `position`, which ends at `end`.
@@ -368,10 +391,11 @@ fn torn(
     numbers: &[u64],
     cut: LogPosition,
     reason: Damage,
-    operation_frames: usize,
+    operation: &[ScannedFrame],
     before: (LogPosition, Option<u64>),
     mode: RecoveryMode,
 ) -> Result<ScanReport, OpenError> {
+    let operation_frames = operation.len();
     if mode == RecoveryMode::AbsoluteConsistency {
         return Err(OpenError::TornTail {
             position: cut,
@@ -398,6 +422,7 @@ fn torn(
         (report.end, report.last_frame) = before;
     }
     report.torn_operation_frames = operation_frames as u64;
+    report.torn_events = torn_events(operation);
     report.torn_tail = Some(BadFrame {
         position: cut,
         skipped,

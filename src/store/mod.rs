@@ -58,7 +58,7 @@ use crate::session::derive::MessageCache;
 use crate::session::{EventLookup, InvariantMode, LookupError, SessionState};
 
 use commit::{CommitConfig, Committer, Goal};
-pub use recovery::RecoveryReport;
+pub use recovery::{RecoveryReport, TornSession};
 use registry::Registry;
 
 use config::validate_config;

@@ -37,6 +37,10 @@ pub struct RecoveryReport {
     /// Frames of an operation cut at the tail because its last frame never reached the log
     /// (part of `truncated`).
     pub torn_operation_frames: u64,
+    /// The sessions whose events were in those frames: what a crash cut from each (a session
+    /// created by the cut operation itself is absent and not listed). A torn single frame
+    /// fails its CRC and names no session; `truncated` still reports it by position.
+    pub torn_sessions: Vec<TornSession>,
     /// True when the index disagreed with the log and was rebuilt from scratch.
     pub index_rebuilt: bool,
     /// Why the index was rebuilt.
@@ -51,6 +55,20 @@ pub struct RecoveryReport {
     /// answers are still complete (the repair was done in memory); the next read-write open
     /// (`sessionlog recover`) repairs the files. Always `None` for a read-write open.
     pub recovery_pending: Option<String>,
+}
+
+/// The never-committed events of one session that recovery cut from the log's tail
+/// ([`RecoveryReport::torn_sessions`]). None of them was acknowledged: an operation's frames
+/// are acknowledged only once its last frame is in the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TornSession {
+    /// The session id.
+    pub id: String,
+    /// The first seq cut: the session's length after recovery.
+    pub first_seq: Seq,
+    /// How many of its events were in the cut operation's whole frames.
+    pub events: u64,
 }
 
 impl RecoveryReport {
@@ -121,6 +139,18 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
         salvage,
     );
     let scanned = tail.replay(&input, &numbers, from, &mut report)?;
+    report.torn_sessions = scanned
+        .torn_events
+        .iter()
+        .filter_map(|&(number, first_seq, events)| {
+            let row = tail.registry.get(number)?;
+            (row.next_seq == first_seq).then(|| TornSession {
+                id: row.header.id.to_string(),
+                first_seq,
+                events,
+            })
+        })
+        .collect();
     let end = cut_torn_tail(&input, &mut numbers, &scanned, &mut report)?;
     // Whether recovery changed anything the files must record (else a clean open writes
     // nothing and issues no fsync).

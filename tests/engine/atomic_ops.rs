@@ -177,6 +177,20 @@ fn a_batch_spanning_frames_and_segments_is_all_or_nothing_at_every_cut() {
             if (segment, offset) != (first.segment, first.offset) {
                 let report = store.recovery_report();
                 assert!(report.truncated.is_some(), "the torn operation is reported");
+                // The operation's whole frames before the cut name the session and the first
+                // seq cut (dsh's torn marker); with none whole, nothing is named.
+                let whole_frames = all[frames_before..]
+                    .iter()
+                    .filter(|f| (f.segment, f.offset + f.len) <= (segment, offset))
+                    .count();
+                let torn = &report.torn_sessions;
+                if whole_frames == 0 {
+                    assert!(torn.is_empty(), "cut at {segment}/{offset}: {torn:?}");
+                } else {
+                    assert_eq!(torn.len(), 1, "cut at {segment}/{offset}: {torn:?}");
+                    assert_eq!((torn[0].id.as_str(), torn[0].first_seq), ("a", 5));
+                    assert!((1..80).contains(&torn[0].events), "{torn:?}");
+                }
             }
         }
         assert!(store.verify().unwrap().is_clean());

@@ -20,6 +20,25 @@ module.exports = function define({ SessionlogError }) {
   function dshBackend(store, options = {}) {
     const name = options.name ?? 'sessionlog';
     const closeStore = options.closeStore ?? true;
+    // Torn tails: the engine cuts a never-committed operation when the store opens and names
+    // the sessions it held (`recoveryReport().tornSessions`). Until dsh's coordinator commits
+    // its repair, such a session is reported with a torn marker, as dsh's backends report a
+    // torn tail still on disk. Pending cuts, by id (loaded once).
+    let pending;
+    async function pendingCut(id, length) {
+      if (pending === undefined) {
+        pending = new Map();
+        for (const t of (await store.recoveryReport()).tornSessions ?? []) pending.set(t.id, t);
+      }
+      const cut = pending.get(id);
+      // Anything appended since means the cut was dealt with another way.
+      if (cut !== undefined && cut.firstSeq !== length) {
+        pending.delete(id);
+        return undefined;
+      }
+      return cut;
+    }
+    const markerOf = (cut) => ({ kind: 'sessionlog-cut', id: cut.id, firstSeq: cut.firstSeq, events: cut.events });
 
     async function read(id, fromSeq) {
       try {
@@ -39,9 +58,10 @@ module.exports = function define({ SessionlogError }) {
         // A session with no events is the shell of a create whose first batch never
         // committed: dsh's backends never show one.
         if (r === undefined || r.length === 0) return undefined;
-        // The engine cuts a torn tail when the store is opened, before any load: there is
-        // never a torn tail left to report here (README, "Not yet").
-        return { meta: r.header, events: r.events, revision: r.revision };
+        const cut = await pendingCut(id, r.length);
+        const loaded = { meta: r.header, events: r.events, revision: r.revision };
+        if (cut !== undefined) loaded.tornMarker = markerOf(cut);
+        return loaded;
       },
 
       async readStoredRevision(id, signal) {
@@ -76,7 +96,8 @@ module.exports = function define({ SessionlogError }) {
           }
         }
         try {
-          if (!isMaterialized) await store.createWithBatch(meta, events);
+          // Verbatim: the coordinator validates on load; the backend checks only seqs and JSON.
+          if (!isMaterialized) await store.createWithBatch(meta, events, { verbatim: true });
           else await store.append(id, events);
         } catch (e) {
           if (e instanceof SessionlogError && e.code === 'SEQ_MISMATCH' && e.got === events[0].seq) {
@@ -91,19 +112,27 @@ module.exports = function define({ SessionlogError }) {
       },
 
       async commitRepair(meta, tornMarker, closers) {
-        if (tornMarker !== undefined) {
-          // This backend never hands out a marker: the engine cut the torn tail at open.
-          throw new SessionlogError(
-            'STALE_REPAIR',
-            `repair is stale: session ${meta.id} has no torn tail in this store (its tail was cut when the store was opened); load it again`,
-          );
-        }
-        if (!closers || closers.length === 0) return;
+        const stale = (why) => new SessionlogError('STALE_REPAIR', `repair of session ${meta.id} is stale: ${why}; load it again`);
         const current = await store.revision(meta.id);
         if (current === undefined) {
           throw new SessionlogError('SESSION_NOT_FOUND', `session ${meta.id} repair: metadata row is missing`);
         }
-        await this.appendBatch(meta, closers, true);
+        const cut = await pendingCut(meta.id, current.length);
+        if (tornMarker !== undefined) {
+          if (cut === undefined || tornMarker?.firstSeq !== cut.firstSeq || tornMarker?.id !== meta.id) {
+            throw stale('its torn marker no longer matches the stored tail');
+          }
+        } else if (cut !== undefined) {
+          throw stale(`a torn tail from seq ${cut.firstSeq} is there now and the repair omits it`);
+        }
+        if (closers && closers.length > 0) {
+          if (closers[0].seq !== current.length) {
+            throw stale(`its first closer has seq ${closers[0].seq}, stored next seq is ${current.length}`);
+          }
+          await this.appendBatch(meta, closers, true);
+        }
+        // The engine cut the tail when the store opened; the repair is now complete.
+        if (cut !== undefined) pending.delete(meta.id);
       },
 
       async list(signal) {

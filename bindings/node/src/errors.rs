@@ -103,6 +103,7 @@ impl From<ReadError> for Failure {
             ReadError::Index(_) => "INDEX",
             ReadError::Derive(_) => "DERIVE",
             ReadError::Replay { .. } | ReadError::Projections(_) => "REPLAY",
+            ReadError::Verbatim { .. } => "NOT_LOADABLE",
             _ => "INTERNAL",
         };
         Failure::new(code, e.to_string())

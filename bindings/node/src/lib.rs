@@ -95,9 +95,10 @@ impl NativeStore {
         self.run(move |inner| inner.open(&dir, &options))
     }
 
+    /// Creates an empty session (`verbatim`: stored without session semantics).
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn create(&self, header: String) -> AsyncTask<Op> {
-        self.run(move |inner| inner.create(&header))
+    pub fn create(&self, header: String, verbatim: bool) -> AsyncTask<Op> {
+        self.run(move |inner| inner.create(&header, verbatim))
     }
 
     /// Appends a batch given as a JSON array (`jsonl` false) or JSONL text.
@@ -106,11 +107,16 @@ impl NativeStore {
         self.run(move |inner| inner.append(&id, &events, jsonl))
     }
 
-    /// Creates the session and appends its first batch as one operation (`Store::create_with_events`;
-    /// an empty session of that id is replaced).
+    /// Creates the session and appends its first batch as one operation (`Store::create_with_events`,
+    /// or `Store::create_verbatim` when `verbatim`; an empty session of that id is replaced).
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn create_and_append(&self, header: String, events: String) -> AsyncTask<Op> {
-        self.run(move |inner| inner.create_and_append(&header, &events))
+    pub fn create_and_append(
+        &self,
+        header: String,
+        events: String,
+        verbatim: bool,
+    ) -> AsyncTask<Op> {
+        self.run(move |inner| inner.create_and_append(&header, &events, verbatim))
     }
 
     #[napi(ts_return_type = "Promise<string>")]

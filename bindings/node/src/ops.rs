@@ -164,11 +164,15 @@ impl Inner {
         Ok("true".into())
     }
 
-    pub fn create(&self, header: &str) -> Result<String, Failure> {
+    pub fn create(&self, header: &str, verbatim: bool) -> Result<String, Failure> {
         let h = wire::header_from_json(header)?;
         self.with(|o| {
             let id = h.id.clone();
-            o.store.create(h)?;
+            if verbatim {
+                o.store.create_verbatim(h, Vec::new())?;
+            } else {
+                o.store.create(h)?;
+            }
             Ok(format!(
                 "{{\"revision\":{}}}",
                 wire::string(&o.revision(&id, 0))
@@ -203,7 +207,12 @@ impl Inner {
         })
     }
 
-    pub fn create_and_append(&self, header: &str, text: &str) -> Result<String, Failure> {
+    pub fn create_and_append(
+        &self,
+        header: &str,
+        text: &str,
+        verbatim: bool,
+    ) -> Result<String, Failure> {
         let h = wire::header_from_json(header)?;
         let events = wire::events_from_array(text)?;
         if events.is_empty() {
@@ -223,7 +232,11 @@ impl Inner {
             }
             let n = events.len();
             // One operation: after a crash the session is absent or has the whole batch.
-            let (_, receipt) = o.store.create_with_events(h, events)?;
+            let (_, receipt) = if verbatim {
+                o.store.create_verbatim(h, events)?
+            } else {
+                o.store.create_with_events(h, events)?
+            };
             let len = receipt.seq + 1;
             Ok(format!(
                 "{{\"appended\":{n},\"lastSeq\":{},\"length\":{len},\"durable\":{},\"revision\":{}}}",
@@ -322,15 +335,20 @@ impl Inner {
     pub fn fork(&self, parent: &str, child: &str, seed_length: f64) -> Result<String, Failure> {
         let seed = seq_arg("seedLength", seed_length)?;
         let requested = wire::header_from_json(child)?;
-        if seed == 0 {
-            return Err(Failure::new(
-                "INVALID_BOUNDARY",
-                "seedLength 0 cannot be expressed through the engine's fork (its boundary is the \
-                 last inherited seq); create an empty session instead",
-            ));
-        }
         self.with(|o| {
-            let session = o.store.fork(parent, Some(seed - 1), Some(&requested.id))?;
+            let verbatim = o.store.session_info(parent).is_some_and(|i| i.verbatim);
+            let session = if verbatim {
+                // Any seed length, the child header exactly as given.
+                o.store.fork_verbatim(parent, requested, seed)?
+            } else if seed == 0 {
+                return Err(Failure::new(
+                    "INVALID_BOUNDARY",
+                    "seedLength 0 forks only a verbatim session; a checked session's fork \
+                     inherits at least one event (its boundary is the last inherited seq)",
+                ));
+            } else {
+                o.store.fork(parent, Some(seed - 1), Some(&requested.id))?
+            };
             let id = session.id().to_owned();
             let len = session.len();
             let mut out = String::from("{\"header\":");
@@ -356,7 +374,8 @@ impl Inner {
                 wire::write_header(&mut out, &info.header);
                 let _ = write!(
                     out,
-                    ",\"eventCount\":{},\"dataBytes\":{},\"lastTime\":{},\"surfaceLength\":{},\"replaceGeneration\":{},\"revision\":{},\"views\":{{",
+                    ",\"verbatim\":{},\"eventCount\":{},\"dataBytes\":{},\"lastTime\":{},\"surfaceLength\":{},\"replaceGeneration\":{},\"revision\":{},\"views\":{{",
+                    info.verbatim,
                     info.event_count,
                     info.data_bytes,
                     info.last_time,
@@ -405,7 +424,20 @@ impl Inner {
                 }
                 None => out.push_str("null"),
             }
-            out.push('}');
+            out.push_str(",\"tornSessions\":[");
+            for (i, t) in r.torn_sessions.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                let _ = write!(
+                    out,
+                    "{{\"id\":{},\"firstSeq\":{},\"events\":{}}}",
+                    wire::string(&t.id),
+                    t.first_seq,
+                    t.events
+                );
+            }
+            out.push_str("]}");
             Ok(out)
         })
     }

@@ -1,14 +1,19 @@
 'use strict';
-// dsh's backend contract cases (dsh-persistence-backend.md) that the engine meets today.
-// The ones it cannot meet yet are `todo` tests (they run, and report, without failing the
-// suite); README.md, "Not yet", says why.
+// dsh's backend contract cases (dsh-persistence-backend.md), with dsh's event shapes.
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const path = require('node:path');
 
 const { Store, SessionlogError, dshBackend } = require('..');
 const { tempDir, meta, oneTurnLog, turn, user } = require('./helpers.js');
 
 const OPTIONS = { invariants: 'off', repairOnResume: false };
+
+async function rejectsCode(promise, code) {
+  await assert.rejects(promise, (e) => e instanceof SessionlogError && e.code === code);
+}
 
 async function backendOn(t, dir = tempDir(t)) {
   const store = await Store.open(dir, OPTIONS);
@@ -162,7 +167,7 @@ test('crash repair: the open turn is reported as stored and closed by commitRepa
   assert.deepEqual(repaired.events.slice(8), closers);
   assert.notEqual(repaired.revision, loaded.revision);
   // A stale repair (first closer not at the next seq) is refused; so is a marker we never gave.
-  await assert.rejects(b.commitRepair(loaded.meta, undefined, closers), { code: 'SEQ_MISMATCH' });
+  await assert.rejects(b.commitRepair(loaded.meta, undefined, closers), { code: 'STALE_REPAIR' });
   await assert.rejects(b.commitRepair(loaded.meta, 8, []), { code: 'STALE_REPAIR' });
   // An append at s10 then succeeds.
   await b.appendBatch(loaded.meta, turn(10, 3), true);
@@ -280,23 +285,130 @@ test('a pre-aborted signal rejects with exactly signal.reason', async (t) => {
   await backend.close();
 });
 
-// ---- not yet (engine changes needed; README "Not yet") ----
+// ---- torn tails: a never-committed operation cut at open is reported by a torn marker ----
 
-test('verbatim storage: a malformed log the coordinator must refuse is stored as given', { todo: 'the engine applies session semantics on append' }, async (t) => {
-  const { backend } = await backendOn(t);
+/** Cuts the last frame of the store's last segment in half (what a power cut mid-write leaves). */
+function tearLastFrame(dir) {
+  const segs = fs.readdirSync(path.join(dir, 'segments')).filter((n) => n.endsWith('.seg')).sort();
+  const file = path.join(dir, 'segments', segs[segs.length - 1]);
+  const bytes = fs.readFileSync(file);
+  let at = 32;
+  let last = -1;
+  while (at + 16 <= bytes.length) {
+    last = at;
+    at += 16 + bytes.readUInt32LE(at);
+  }
+  assert.ok(last >= 32, 'the segment has a frame');
+  const end = last + Math.floor((at - last) / 2);
+  fs.truncateSync(file, end);
+}
+
+test('torn marker: a cut multi-frame batch is reported until the repair commits, and only then', async (t) => {
+  const dir = tempDir(t);
+  const { backend } = await backendOn(t, dir);
+  await backend.appendBatch(meta('tm'), oneTurnLog(), false);
+  await backend.appendBatch(meta('tm'), [{ type: 'turn/start', seq: 6, time: 7, data: { turn: 2 } }], true);
+  // A batch larger than a frame (8 MiB): continued frames; incompressible text.
+  const big = [];
+  for (let i = 0; i < 3; i++) {
+    big.push({ type: 'x/blob', seq: 7 + i, time: 8, data: { blob: crypto.randomBytes(4 << 20).toString('base64') } });
+  }
+  await backend.appendBatch(meta('tm'), big, true);
+  await backend.close();
+  tearLastFrame(dir);
+
+  const { backend: b, store } = await backendOn(t, dir);
+  const report = await store.recoveryReport();
+  assert.ok(report.truncated !== null);
+  assert.deepEqual(report.tornSessions.map((s) => [s.id, s.firstSeq]), [['tm', 7]]);
+  const loaded = await b.loadStored('tm');
+  assert.equal(loaded.events.length, 7, 'the never-committed batch is not visible');
+  assert.ok(loaded.tornMarker !== undefined, 'the cut is reported');
+  assert.equal((await b.loadStoredFrom('tm', 6)).tornMarker, undefined, 'loadStoredFrom reports no marker');
+  // Stale repairs: one that omits the torn tail, one with another marker, one whose closers start elsewhere.
+  const closers = [interruptedEnd(7, 9, 2)];
+  await rejectsCode(b.commitRepair(loaded.meta, undefined, closers), 'STALE_REPAIR');
+  await rejectsCode(b.commitRepair(loaded.meta, { ...loaded.tornMarker, firstSeq: 3 }, closers), 'STALE_REPAIR');
+  await rejectsCode(b.commitRepair(loaded.meta, loaded.tornMarker, [interruptedEnd(8, 9, 2)]), 'STALE_REPAIR');
+  await b.commitRepair(loaded.meta, loaded.tornMarker, closers);
+  const repaired = await b.loadStored('tm');
+  assert.equal(repaired.tornMarker, undefined);
+  assert.deepEqual(repaired.events.slice(7), closers);
+  assert.notEqual(repaired.revision, loaded.revision);
+  // The same marker again is stale now.
+  await rejectsCode(b.commitRepair(loaded.meta, loaded.tornMarker, []), 'STALE_REPAIR');
+  await b.close();
+});
+
+// ---- verbatim storage: only seq contiguity, the start seq and JSON are checked ----
+
+test('verbatim storage: a malformed log the coordinator must refuse is stored as given', async (t) => {
+  const dir = tempDir(t);
+  const { backend } = await backendOn(t, dir);
   // A user/message without surfaceOp: dsh's backends store it, dsh's coordinator refuses it on load.
-  const malformed = [{ type: 'turn/start', seq: 0, time: 1, data: { turn: 1 } }, { ...user(1, 2, 'u', 'x'), surfaceOp: undefined }];
+  const malformed = [{ type: 'turn/start', seq: 0, time: 1, data: { turn: 1 } }, user(1, 2, 'u', 'x')];
   delete malformed[1].surfaceOp;
   await backend.appendBatch(meta('bad'), malformed, false);
   assert.deepEqual((await backend.loadStored('bad')).events, malformed);
+  // Later batches too: a turn/end for a turn that never started, a surfaceOp where none belongs.
+  const more = [
+    { type: 'turn/end', seq: 2, time: 3, data: { turn: 9, reason: { kind: 'completed' } } },
+    { type: 'step/start', seq: 3, time: 4, data: { turn: 9, step: 1 }, surfaceOp: 'append' },
+  ];
+  await backend.appendBatch(meta('bad'), more, true);
+  await backend.close();
+  // Across a reopen, byte for byte.
+  const { backend: again, store } = await backendOn(t, dir);
+  assert.equal(JSON.stringify((await again.loadStored('bad')).events), JSON.stringify([...malformed, ...more]));
+  // The engine's own resume reports that dsh's load refuses it, with a stable code.
+  await assert.rejects(store.resume('bad'), (e) => e instanceof SessionlogError && e.code === 'NOT_LOADABLE');
+  const listed = (await store.list()).find((s) => s.header.id === 'bad');
+  assert.equal(listed.verbatim, true);
+  await again.close();
+});
+
+test('verbatim storage: legacy-shaped events are stored as given', async (t) => {
+  const { backend } = await backendOn(t);
+  const legacy = [
+    { type: 'mode/set', seq: 0, time: 1, data: { mode: 'plan' } },
+    { type: 'request/header-delta', seq: 1, time: 2, data: { delta: { model: 'x' } } },
+    { type: 'request/header', seq: 2, time: 3, data: { reason: 'fallback', provider: 'p', model: 'm' } },
+  ];
+  await backend.appendBatch(meta('legacy'), legacy, false);
+  assert.deepEqual((await backend.loadStored('legacy')).events, legacy);
   await backend.close();
 });
 
-test('verbatim storage: legacy-shaped events are stored as given', { todo: 'the engine refuses retired types on append' }, async (t) => {
+test('verbatim storage: still refused are a seq gap, a wrong start seq and non-JSON data', async (t) => {
   const { backend } = await backendOn(t);
-  const legacy = [{ type: 'mode/set', seq: 0, time: 1, data: { mode: 'plan' } }];
-  await backend.appendBatch(meta('legacy'), legacy, false);
-  assert.deepEqual((await backend.loadStored('legacy')).events, legacy);
+  await backend.appendBatch(meta('v'), [{ type: 'mode/set', seq: 0, time: 1, data: {} }], false);
+  await assert.rejects(
+    backend.appendBatch(meta('v'), [{ type: 'x', seq: 2, time: 1, data: {} }], true),
+    /session v append starts at seq 2, stored next seq is 1/,
+  );
+  await assert.rejects(
+    backend.appendBatch(meta('v'), [{ type: 'x', seq: 1, time: 1, data: {} }, { type: 'x', seq: 3, time: 1, data: {} }], true),
+    (e) => e.code === 'SEQ_MISMATCH',
+  );
+  await assert.rejects(
+    backend.appendBatch(meta('v'), [{ type: 'odd/type', seq: 1, time: 1, data: 1n }], true),
+    /odd\/type/,
+  );
+  assert.equal((await backend.loadStored('v')).events.length, 1);
+  await backend.close();
+});
+
+test('fork of a verbatim session: any seed length, the child header as given', async (t) => {
+  const { store, backend } = await backendOn(t);
+  await backend.appendBatch(meta('p'), [{ type: 'mode/set', seq: 0, time: 1, data: {} }, { type: 'x', seq: 1, time: 2, data: [] }], false);
+  const child = { ...meta('c0'), parentSession: 'p', seedLength: 0, delegationDepth: 3 };
+  const forked = await store.fork('p', child, 0);
+  assert.equal(forked.length, 0);
+  assert.deepEqual(forked.header, child);
+  const c2 = await store.fork('p', { ...meta('c2'), parentSession: 'p', seedLength: 2 }, 2);
+  assert.equal(c2.length, 2);
+  assert.deepEqual((await store.read('c2')).events, (await store.read('p')).events);
+  await rejectsCode(store.fork('p', meta('c3'), 3), 'INVALID_BOUNDARY');
   await backend.close();
 });
 
