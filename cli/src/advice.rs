@@ -166,3 +166,34 @@ fn import_error(e: &FileImportError) -> String {
         }
     )
 }
+
+/// `reading session "ID" failed: ERROR`, or `reading failed: ERROR` when the error names the
+/// session itself (so no message says the id twice).
+pub fn about_session(id: &str, doing: &str, e: &dyn std::fmt::Display) -> String {
+    let text = e.to_string();
+    let quoted = format!("\"{}\"", id.escape_debug());
+    if text.contains(&quoted) || text.contains(&format!("\"{id}\"")) {
+        format!("{doing} failed: {text}")
+    } else {
+        format!("{doing} session \"{id}\" failed: {text}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_is_named_once() {
+        let named = sessionlog::ReadError::NoSuchSession("s1".into());
+        assert_eq!(
+            about_session("s1", "reading", &named),
+            "reading failed: session \"s1\" does not exist"
+        );
+        let unnamed = std::io::Error::other("boom");
+        assert_eq!(
+            about_session("s1", "reading", &unnamed),
+            "reading session \"s1\" failed: boom"
+        );
+    }
+}

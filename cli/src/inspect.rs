@@ -144,7 +144,7 @@ pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let read_err =
-        |e: sessionlog::ReadError| with_advice(format!("reading session \"{id}\" failed: {e}"));
+        |e: sessionlog::ReadError| with_advice(super::advice::about_session(id, "reading", &e));
     if args.events {
         let events = store.events(id, 0..info.event_count).map_err(read_err)?;
         if args.json {

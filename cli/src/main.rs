@@ -242,7 +242,7 @@ fn run(cli: Cli) -> CliResult {
 pub(crate) fn check_is_store(dir: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
     if dir.exists() && !dir.is_dir() {
         return Err(format!(
-            "{} is not a directory, so not a sessionlog store; pass the store's directory with --store DIR (or set SESSIONLOG_STORE)",
+            "{} is a file, not a sessionlog store (a store is a directory); pass the store's directory with --store DIR (or set SESSIONLOG_STORE)",
             human_path(dir)
         )
         .into());
@@ -286,6 +286,12 @@ fn open_for_reading(dir: &std::path::Path) -> Result<Store, Box<dyn std::error::
 /// Prints a one-line note on stderr when a read-only open found a store that needs recovery
 /// (its answers are complete all the same: the repair was done in memory).
 pub(crate) fn note_pending(store: &Store) {
+    if !store.dir().join("index.redb").exists() {
+        eprintln!(
+            "sessionlog: note: the index (index.redb) is missing: this command rebuilt it in memory from the log, so its answers are complete; the next write open rebuilds it on disk (`sessionlog recover`, or an import)"
+        );
+        return;
+    }
     if let Some(reason) = &store.recovery_report().recovery_pending {
         eprintln!(
             "sessionlog: note: recovery is pending: {reason}. The answers include every acknowledged write; `sessionlog recover` repairs the store"
@@ -296,13 +302,8 @@ pub(crate) fn note_pending(store: &Store) {
 /// `recover [--salvage]`: opens the store read-write (running recovery, with redb's integrity
 /// check and a CRC check of every index entry) and reports what recovery did.
 fn recover(dir: &std::path::Path, salvage: bool) -> CliResult {
-    if !dir.is_dir() {
-        return Err(format!(
-            "store directory {} does not exist; pass --store DIR (or set SESSIONLOG_STORE)",
-            dir.display()
-        )
-        .into());
-    }
+    check_is_store(dir)?;
+    let index_missing = !dir.join("index.redb").exists();
     let config = Config::default()
         .recovery(if salvage {
             sessionlog::RecoveryMode::SalvageSkippingBadFrames
@@ -320,7 +321,9 @@ fn recover(dir: &std::path::Path, salvage: bool) -> CliResult {
         r.scanned_from,
         r.events_recovered
     );
-    if r.index_rebuilt {
+    if index_missing {
+        crate::say!("index rebuilt from the log: index.redb was missing");
+    } else if r.index_rebuilt {
         crate::say!(
             "index rebuilt from the log: {}",
             human(

@@ -39,7 +39,7 @@ impl Progress {
             return Progress { bar: None };
         }
         let bar = ProgressBar::new(1);
-        if let Ok(style) = ProgressStyle::with_template("{prefix:>10} [{bar:30}] {wide_msg}") {
+        if let Ok(style) = ProgressStyle::with_template("{prefix:>9} [{bar:20}] {wide_msg}") {
             bar.set_style(style.progress_chars("=> "));
         }
         bar.set_prefix(label.to_owned());
@@ -65,10 +65,16 @@ impl Progress {
         let Some(bar) = &self.bar else { return };
         let (pos, len) = if t.total_bytes > 0 {
             (t.bytes, t.total_bytes)
+        } else if t.total_events > 0 {
+            (t.events, t.total_events)
         } else {
             (t.sessions, t.total_sessions)
         };
-        bar.set_prefix(phase.to_owned());
+        if bar.prefix() != phase {
+            // A new phase: its rate counts from here.
+            bar.reset_elapsed();
+            bar.set_prefix(phase.to_owned());
+        }
         bar.set_length(len.max(1));
         bar.set_position(pos.min(len.max(1)));
         let elapsed = bar.elapsed().as_secs_f64();
@@ -84,12 +90,31 @@ impl Progress {
                 show(n)
             }
         };
+        // Bytes and their rate when there are any (an SQLite export knows its size only at
+        // the end: events and their rate then).
+        let (amount, rate) = if t.bytes > 0 {
+            let amount = if t.total_bytes > 0 {
+                let (total, unit) = scaled(t.total_bytes as f64);
+                let (done, _) = scaled_as(t.bytes as f64, unit);
+                format!("{done}/{total} {unit}")
+            } else {
+                bytes(t.bytes as f64)
+            };
+            (amount, rate)
+        } else if elapsed > 0.0 {
+            (
+                String::new(),
+                format!("{:.0} events/s", t.events as f64 / elapsed),
+            )
+        } else {
+            (String::new(), "-".to_owned())
+        };
         bar.set_message(format!(
-            "{} sessions  {} events  {}  {rate}  {}",
+            "{} sessions  {} events  {amount}{}{rate}  {}",
             of(t.sessions, t.total_sessions, &|n| n.to_string()),
             of(t.events, t.total_events, &|n| n.to_string()),
-            of(t.bytes, t.total_bytes, &|n| bytes(n as f64)),
-            super::output::human(t.session)
+            if amount.is_empty() { "" } else { "  " },
+            super::output::human_truncated(t.session, 40, true)
         ));
     }
 
@@ -138,15 +163,33 @@ pub struct Transfer<'a> {
 
 /// `n` bytes for a human: `512 B`, `3.4 KB`, `12.0 MB`, `1.25 GB`.
 pub fn bytes(n: f64) -> String {
-    if n < 1000.0 {
-        format!("{n:.0} B")
+    let (number, unit) = scaled(n);
+    format!("{number} {unit}")
+}
+
+/// `n` bytes as a number and the unit that suits it.
+fn scaled(n: f64) -> (String, &'static str) {
+    let unit = if n < 1000.0 {
+        "B"
     } else if n < 1e6 {
-        format!("{:.1} KB", n / 1e3)
+        "KB"
     } else if n < 1e9 {
-        format!("{:.1} MB", n / 1e6)
+        "MB"
     } else {
-        format!("{:.2} GB", n / 1e9)
-    }
+        "GB"
+    };
+    scaled_as(n, unit)
+}
+
+/// `n` bytes as a number of `unit`s.
+fn scaled_as(n: f64, unit: &'static str) -> (String, &'static str) {
+    let number = match unit {
+        "B" => format!("{n:.0}"),
+        "KB" => format!("{:.1}", n / 1e3),
+        "MB" => format!("{:.1}", n / 1e6),
+        _ => format!("{:.2}", n / 1e9),
+    };
+    (number, unit)
 }
 
 impl Drop for Progress {

@@ -214,17 +214,38 @@ pub fn export(store_dir: &Path, args: &ExportArgs) -> CliResult {
         _ if args.sessions.len() == 1 && !args.out.is_dir() => ExportLayout::File,
         _ => ExportLayout::Tree,
     };
-    let bar = Progress::new("export", 0);
+    let bar = Progress::for_transfer("export");
     let report = sessionlog::export(
         &store,
         &args.sessions,
         &args.out,
         args.format,
         layout,
-        &mut |p| bar.set("export", p.done, p.total, p.session),
+        &mut |p| {
+            bar.transfer(
+                "export",
+                &Transfer {
+                    sessions: p.done,
+                    total_sessions: p.total,
+                    events: p.events,
+                    total_events: p.total_events,
+                    bytes: p.bytes,
+                    total_bytes: 0,
+                    session: p.session,
+                },
+            );
+        },
     );
     bar.finish();
     let report = report?;
+    for stale in &report.removed_stale {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "sessionlog: note: removed {}, left by an export that was interrupted",
+            human_path(stale)
+        );
+    }
     for w in &report.warnings {
         use std::io::Write;
         let _ = writeln!(std::io::stderr(), "sessionlog: warning: {}", human_lines(w));

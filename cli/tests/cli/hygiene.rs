@@ -885,7 +885,7 @@ fn read_commands_refuse_a_directory_that_is_not_a_store() {
     let o = cli(&file, &["list"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        text(&o.stderr).contains("is not a directory"),
+        text(&o.stderr).contains("is a file, not a sessionlog store"),
         "{}",
         text(&o.stderr)
     );
