@@ -9,6 +9,7 @@ mod shared_fixtures;
 
 mod bench_smoke;
 mod cli;
+mod completions;
 mod crash_import;
 mod crash_kill;
 mod hygiene;
