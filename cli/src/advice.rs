@@ -149,11 +149,9 @@ fn import_error(e: &FileImportError) -> String {
         .collect();
     // A write that failed after the log took it (its index update failed) is found again by
     // recovery: that session may be in the store too, whole.
-    let maybe = match (cause, write_failure(cause)) {
-        (FileImportError::Refused { session, .. }, Some(_)) => {
-            format!("; \"{session}\" may be there too, whole")
-        }
-        _ => String::new(),
+    let maybe = match write_failure(cause) {
+        Some(_) => "; the session being written may be there too, whole",
+        None => "",
     };
     format!(
         "{first}\nthe import stopped there: {} session(s) were imported before it and stay in the store ({}{}{maybe}); {remedy}, then run the same import again with --skip-existing to import the rest",

@@ -43,9 +43,12 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the demonstration workload and print timings. Its stores are temporary, unless
-    /// --store DIR (or $SESSIONLOG_STORE) names a new or empty directory: the main store is then
-    /// kept there for `list`, `show` and the rest.
+    /// --store DIR names a new or empty directory: the main store is then kept there for
+    /// `list`, `show` and the rest ($SESSIONLOG_STORE is not used).
     Demo {
+        /// Set from --store given on the command line.
+        #[arg(skip)]
+        keep: Option<PathBuf>,
         /// Turns per session (58 events each).
         #[arg(long, default_value_t = 200)]
         turns: u64,
@@ -179,7 +182,15 @@ pub type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
 /// Runs the command line; the process exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // `demo` keeps its store only where --store says so: not in a $SESSIONLOG_STORE meant for
+    // the other commands.
+    let from_flag = matches.value_source("store") == Some(clap::parser::ValueSource::CommandLine);
+    if let Command::Demo { keep, .. } = &mut cli.command {
+        *keep = if from_flag { cli.store.clone() } else { None };
+    }
     output::catch_closed_pipe_panics();
     handle_file_size_limit();
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli))) {
@@ -213,8 +224,12 @@ fn run(cli: Cli) -> CliResult {
         .clone()
         .unwrap_or_else(|| PathBuf::from(DEFAULT_STORE));
     match cli.command {
-        Command::Demo { turns, sessions } => {
-            demo::run(turns, sessions, cli.store.as_deref())?;
+        Command::Demo {
+            turns,
+            sessions,
+            keep,
+        } => {
+            demo::run(turns, sessions, keep.as_deref())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Completions { shell } => docs::completions(shell),

@@ -373,13 +373,14 @@ impl Fingerprint {
         if id != now_id {
             format!("it held session \"{id}\" when it was checked and \"{now_id}\" now")
         } else if a != b {
+            // (The message around this names the session already.)
             format!(
-                "\"{id}\" had {} events ({} bytes) when it was checked and has {} ({} bytes) now",
+                "it had {} events ({} bytes) when it was checked and has {} ({} bytes) now",
                 a.events, a.bytes, b.events, b.bytes
             )
         } else {
             format!(
-                "the content of \"{id}\" differs from when it was checked (CRC-32 {:08x}, now {:08x})",
+                "its content differs from when it was checked (CRC-32 {:08x}, now {:08x})",
                 self.crc, now.crc
             )
         }
