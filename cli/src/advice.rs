@@ -9,6 +9,9 @@ use sessionlog::{AppendError, OpenError};
 /// An error's message with the library's advice (recovery modes, reopening the store) replaced
 /// by what to run on the command line.
 pub fn in_cli_words(e: &(dyn std::error::Error + 'static)) -> String {
+    if let Some(done) = e.downcast_ref::<CliMessage>() {
+        return done.0.clone();
+    }
     if let Some(import) = e.downcast_ref::<FileImportError>() {
         return import_error(import);
     }
@@ -39,6 +42,18 @@ pub fn in_cli_words(e: &(dyn std::error::Error + 'static)) -> String {
         },
     }
 }
+
+/// A message already in the command line's words (printed as it is).
+#[derive(Debug)]
+pub struct CliMessage(pub String);
+
+impl std::fmt::Display for CliMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CliMessage {}
 
 /// What a failed write ran into, when the file system refused it for lack of room.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,6 +190,30 @@ pub fn about_session(id: &str, doing: &str, e: &dyn std::fmt::Display) -> String
     } else {
         format!("{doing} session \"{id}\" failed: {text}")
     }
+}
+
+/// The error when closing the store fails after an import wrote every session: they are
+/// durable (each was acknowledged), so the advice is to repair, not to import again.
+pub fn close_failed_after_import(
+    sessions: usize,
+    e: &(dyn std::error::Error + 'static),
+) -> CliMessage {
+    let cause = match no_room(e) {
+        Some(room) => format!("{} ({e})", room.cause()),
+        None => e.to_string(),
+    };
+    let remedy = match no_room(e) {
+        Some(room) => format!("{}, then run `sessionlog recover`", room.remedy()),
+        None => "run `sessionlog recover`".to_owned(),
+    };
+    // The library's "close the store and reopen it" is what `recover` does.
+    let cause = cause.replace(
+        "; nothing more is written. Close the store and reopen it: recovery keeps every acknowledged event",
+        "",
+    );
+    CliMessage(format!(
+        "closing the store failed: {cause}\nall {sessions} session(s) of the import were written and are durable (the next open recovers them); {remedy} to bring the index up to date — do not import them again"
+    ))
 }
 
 #[cfg(test)]

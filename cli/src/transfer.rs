@@ -140,7 +140,9 @@ pub fn import(store_dir: &Path, args: &ImportArgs) -> CliResult {
             return Err(e.into());
         }
     };
-    store.close()?;
+    if let Err(e) = store.close() {
+        return Err(super::advice::close_failed_after_import(report.sessions.len(), &e).into());
+    }
     if !printing {
         return Err(super::output::StdoutClosed.into());
     }
