@@ -366,6 +366,12 @@ fn export_tree(
 ) -> Result<ExportReport, ExportError> {
     // What an interrupted export to the same place left behind goes first (it would also look
     // like a project directory to the checks below).
+    if std::fs::symlink_metadata(root).is_ok() && !root.is_dir() {
+        // A tree goes into a directory; a file there is never replaced.
+        return Err(ExportError::TargetExists {
+            path: root.to_owned(),
+        });
+    }
     let removed_stale = staging::remove_stale(root);
     let mut targets = Vec::with_capacity(headers.len());
     for h in headers {
