@@ -12,6 +12,42 @@ pub fn in_cli_words(e: &(dyn std::error::Error + 'static)) -> String {
     if let Some(done) = e.downcast_ref::<CliMessage>() {
         return done.0.clone();
     }
+    library_phrases(&typed_words(e))
+}
+
+/// The library's advice that can appear inside any message (a nested cause), and what to run
+/// instead.
+const LIBRARY_PHRASES: [(&str, &str); 5] = [
+    (
+        ". Reopen with RecoveryMode::SalvageSkippingBadFrames to skip damaged frames, or restore from a backup",
+        ". `sessionlog recover --salvage` drops the damaged frames, or restore from a backup",
+    ),
+    (
+        "; reopen with RecoveryMode::TolerateTornTail to truncate it",
+        "; `sessionlog recover` cuts it",
+    ),
+    (
+        "; delete index.redb and reopen to rebuild it",
+        "; `sessionlog recover` rebuilds the index",
+    ),
+    (
+        "; nothing more is written. Close the store and reopen it: recovery keeps every acknowledged event",
+        "; nothing more was written (`sessionlog recover` keeps every acknowledged event)",
+    ),
+    (" (Config::max_frame_bytes)", ""),
+];
+
+/// `text` with [`LIBRARY_PHRASES`] replaced.
+fn library_phrases(text: &str) -> String {
+    let mut out = text.to_owned();
+    for (library, cli) in LIBRARY_PHRASES {
+        out = out.replace(library, cli);
+    }
+    out
+}
+
+/// The message for the error types the command line words itself.
+fn typed_words(e: &(dyn std::error::Error + 'static)) -> String {
     if let Some(import) = e.downcast_ref::<FileImportError>() {
         return import_error(import);
     }
@@ -219,6 +255,38 @@ pub fn close_failed_after_import(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn library_advice_inside_a_message_becomes_a_command() {
+        for (library, cli) in LIBRARY_PHRASES {
+            let text = format!("reading failed: damage{library}");
+            let words = library_phrases(&text);
+            assert_eq!(words, format!("reading failed: damage{cli}"));
+            for word in ["RecoveryMode", "Config::", "reopen", "Reopen"] {
+                assert!(!words.contains(word), "{words}");
+            }
+        }
+        // The texts are the library's own (a changed one would slip through).
+        let library = sessionlog::OpenError::TornTail {
+            position: sessionlog::LogPosition {
+                segment: 1,
+                offset: 32,
+            },
+            reason: sessionlog::Damage::MissingLastFrame,
+        }
+        .to_string();
+        assert!(library.contains(LIBRARY_PHRASES[1].0), "{library}");
+        let library =
+            sessionlog::AppendError::PreviousIo(sessionlog::WriteFailure::from("boom".to_owned()))
+                .to_string();
+        assert!(library.contains(LIBRARY_PHRASES[3].0), "{library}");
+        assert_eq!(
+            in_cli_words(&sessionlog::AppendError::PreviousIo(
+                sessionlog::WriteFailure::from("boom".to_owned())
+            )),
+            "a previous write or fsync failed (the writer failed: boom); nothing more was written (`sessionlog recover` keeps every acknowledged event)"
+        );
+    }
 
     #[test]
     fn a_session_is_named_once() {

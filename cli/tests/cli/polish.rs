@@ -327,6 +327,10 @@ fn messages_are_in_cli_words_and_name_a_session_once() {
             !text.contains("README-cli.md"),
             "{path:?} cites README-cli.md"
         );
+        // (advice.rs holds the table that translates the library's phrases.)
+        if path.ends_with("advice.rs") {
+            continue;
+        }
         for (i, line) in text.lines().enumerate() {
             let quoted = line.trim_start().starts_with('"') || line.contains("format!(\"");
             if quoted {
