@@ -59,26 +59,19 @@ fn import_target(dir: &Path) -> Result<Target, Box<dyn std::error::Error>> {
     }
 }
 
-/// Removes what a failed import created: the directory it made, or the store files it put in
-/// an empty one.
+/// Removes what a failed import created: the store's files (`LOCK`, `index.redb`,
+/// `segments/`), and the directory itself when the import made it. Only those names: anything
+/// else that appeared meanwhile stays (and so does the directory holding it).
 fn remove_created(dir: &Path, target: &Target) {
-    match target {
-        Target::Store => {}
-        Target::Missing => {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-        Target::Empty => {
-            if let Ok(entries) = std::fs::read_dir(dir) {
-                for e in entries.flatten() {
-                    let path = e.path();
-                    let _ = if path.is_dir() {
-                        std::fs::remove_dir_all(&path)
-                    } else {
-                        std::fs::remove_file(&path)
-                    };
-                }
-            }
-        }
+    if matches!(target, Target::Store) {
+        return;
+    }
+    let _ = std::fs::remove_dir_all(dir.join("segments"));
+    for file in ["index.redb", "LOCK"] {
+        let _ = std::fs::remove_file(dir.join(file));
+    }
+    if matches!(target, Target::Missing) {
+        let _ = std::fs::remove_dir(dir);
     }
 }
 
