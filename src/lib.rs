@@ -126,7 +126,7 @@ pub use interop::export::{
 #[cfg(feature = "interop")]
 pub use interop::import::{
     Cut, CutAt, FileImportError, ImportOptions, ImportProgress, ImportReport, ImportedSession,
-    Source, SourceFormat, discover, import_paths, import_sources,
+    OnDuplicate, SkippedDuplicate, Source, SourceFormat, discover, import_paths, import_sources,
 };
 #[cfg(feature = "interop")]
 pub use interop::jsonl::{JsonlWriteError, write_event_line, write_header_line};

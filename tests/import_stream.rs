@@ -288,7 +288,7 @@ fn a_source_changed_between_the_passes_is_refused_and_earlier_sessions_stay() {
         "changed during the import",
         "run the import again",
         "--skip-existing",
-        "(a)",
+        "(\"a\")",
     ] {
         assert!(msg.contains(needle), "{needle:?} missing from: {msg}");
     }

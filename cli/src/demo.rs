@@ -1,6 +1,7 @@
 //! `sessionlog demo`: a realistic multi-session agent workload on a temporary store, with
 //! compaction, a crash mid-turn, recovery, resume with crash repair, a fork, and timings.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -127,13 +128,55 @@ fn run_workload(
     Ok((total, start.elapsed().as_secs_f64()))
 }
 
-/// Runs the demo: `sessions` concurrent agents, `turns` turns each.
-pub fn run(turns: u64, sessions: u64) -> Result<(), Box<dyn std::error::Error>> {
+/// Refuses a `--store` for the demo that exists and is not an empty directory (the demo never
+/// writes into an existing store or over other files).
+fn check_new_dir(keep: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let shown = super::output::human_path(keep);
+    if keep.is_file() {
+        return Err(format!(
+            "{shown} is a file; the demo creates its store there: pass --store with a new or empty directory"
+        )
+        .into());
+    }
+    if keep.is_dir() {
+        let mut entries = std::fs::read_dir(keep)
+            .map_err(|e| format!("reading the directory {shown} failed: {e}"))?;
+        if entries.next().is_some() {
+            return Err(format!(
+                "{shown} is not empty; the demo creates a new store: pass --store with a new or empty directory (or none, for a temporary store)"
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// Runs the demo: `sessions` concurrent agents, `turns` turns each. With `keep`, the main
+/// (buffered) store is created there and kept; the rest lives in a temporary directory.
+pub fn run(
+    turns: u64,
+    sessions: u64,
+    keep: Option<&Path>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(keep) = keep {
+        check_new_dir(keep)?;
+    }
     let dir = tempfile::tempdir()?;
+    let main_store = keep.map_or_else(|| dir.path().join("buffered"), Path::to_path_buf);
     crate::say!(
         "sessionlog demo: {sessions} concurrent agent sessions x {turns} turns (58 events per turn, compaction every 10 turns)"
     );
-    crate::say!("store: {}\n", super::output::human_path(dir.path()));
+    match keep {
+        Some(_) => crate::say!(
+            "store: {} (kept: `sessionlog --store {} list` shows it)\n",
+            super::output::human_path(&main_store),
+            super::output::human_path(&main_store)
+        ),
+        None => crate::say!(
+            "store: {} (temporary; pass --store DIR to keep it)\n",
+            super::output::human_path(dir.path())
+        ),
+    }
 
     for (label, durability, flush) in [
         (
@@ -147,7 +190,11 @@ pub fn run(turns: u64, sessions: u64) -> Result<(), Box<dyn std::error::Error>> 
             false,
         ),
     ] {
-        let path = dir.path().join(if flush { "buffered" } else { "sync" });
+        let path = if flush {
+            main_store.clone()
+        } else {
+            dir.path().join("sync")
+        };
         let store = Arc::new(Store::open(
             &path,
             Config::default().durability(durability),
@@ -165,7 +212,7 @@ pub fn run(turns: u64, sessions: u64) -> Result<(), Box<dyn std::error::Error>> 
     }
 
     // A crash mid-turn: the agent has started a tool call and dies before its result.
-    let path = dir.path().join("buffered");
+    let path = main_store;
     {
         let store = Store::open(&path, Config::default().durability(Durability::Buffered))?;
         let s = store.session("agent-0")?;

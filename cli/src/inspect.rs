@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use super::output::{human, json_text, stdout_error};
+use super::output::{human, human_path, human_truncated, json_text, stdout_error};
 use super::{CliResult, ShowArgs, iso_time, open_for_reading};
 use sessionlog::SessionInfo;
 use sessionlog::SurfaceOp;
@@ -13,6 +13,9 @@ use sessionlog::{write_event_line, write_header_line};
 fn out_err(e: std::io::Error) -> Box<dyn std::error::Error> {
     stdout_error(e)
 }
+
+/// The widest an id is shown in the `list` table (a UUID fits), ellipsis included.
+const MAX_ID_WIDTH: usize = 40;
 
 /// `list [--json]`
 pub fn list(store_dir: &Path, json: bool) -> CliResult {
@@ -39,10 +42,22 @@ pub fn list(store_dir: &Path, json: bool) -> CliResult {
         let text = serde_json::Value::Array(rows).to_string();
         writeln!(out, "{}", json_text(&text)).map_err(out_err)?;
     } else {
-        let ids: Vec<String> = sessions
+        // Long ids are cut with an ellipsis in the middle so the table stays readable
+        // (`--json` has them whole); ids whose cut forms would look alike are shown whole.
+        let mut ids: Vec<String> = sessions
             .iter()
-            .map(|s| human(&s.header.id).into_owned())
+            .map(|s| human_truncated(&s.header.id, MAX_ID_WIDTH, true))
             .collect();
+        let mut uses: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        for id in &ids {
+            *uses.entry(id.as_str()).or_default() += 1;
+        }
+        let alike: Vec<bool> = ids.iter().map(|id| uses[id.as_str()] > 1).collect();
+        for ((id, s), alike) in ids.iter_mut().zip(&sessions).zip(alike) {
+            if alike {
+                *id = human(&s.header.id).into_owned();
+            }
+        }
         let w = ids
             .iter()
             .map(|id| id.chars().count())
@@ -56,10 +71,7 @@ pub fn list(store_dir: &Path, json: bool) -> CliResult {
         )
         .map_err(out_err)?;
         for ((s, id), title) in sessions.iter().zip(&ids).zip(&titles) {
-            let title: String = human(title.as_deref().unwrap_or("-"))
-                .chars()
-                .take(32)
-                .collect();
+            let title = human_truncated(title.as_deref().unwrap_or("-"), 32, false);
             writeln!(
                 out,
                 "{:<w$}  {:<32} {:>9} {:>8}  {}",
@@ -125,14 +137,14 @@ pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
         return Err(format!(
             "session \"{}\" is not in the store {}; `sessionlog list` shows the sessions",
             human(id),
-            store_dir.display()
+            human_path(store_dir)
         )
         .into());
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let read_err =
-        |e: sessionlog::ReadError| with_advice(format!("reading session \"{id}\" failed: {e}"));
+        |e: sessionlog::ReadError| with_advice(super::advice::about_session(id, "reading", &e));
     if args.events {
         let events = store.events(id, 0..info.event_count).map_err(read_err)?;
         if args.json {
@@ -223,10 +235,13 @@ pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
     } else {
         let header_line =
             write_header_line(&info.header).map_err(|e| format!("session \"{id}\": {e}"))?;
+        let views = store.projection_views(id).map_err(read_err)?;
+        let title = title_of(&views);
         if args.json {
             let mut v = session_json(&info);
             if let Some(obj) = v.as_object_mut() {
                 obj.remove("id");
+                obj.insert("title".into(), title.clone().into());
             }
             // The header exactly as dsh writes it, then our counters.
             let counters = v.to_string();
@@ -241,6 +256,7 @@ pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
             let h = &info.header;
             let opt = |v: &Option<String>| human(v.as_deref().unwrap_or("-")).into_owned();
             writeln!(out, "session            {}", human(&h.id)).map_err(out_err)?;
+            writeln!(out, "title              {}", opt(&title)).map_err(out_err)?;
             writeln!(
                 out,
                 "created            {} ({})",

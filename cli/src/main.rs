@@ -4,7 +4,9 @@
 //! line or row, and what to do). Standard output closed by its reader (`| head -1`) ends a
 //! command quietly with 0. Long operations draw a progress bar on stderr when it is a
 //! terminal. Ids, titles, paths and other stored text are printed with control characters
-//! escaped ([`human`]). See `README-cli.md` for examples.
+//! escaped ([`human`]). README.md's "Command line" section is the command reference, with
+//! examples; `sessionlog man` prints the manual page and `sessionlog completions SHELL` the
+//! shell completions, both generated from these definitions.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,7 +15,9 @@ use clap::{Args, Parser, Subcommand};
 
 use sessionlog::{Config, Store};
 
+mod advice;
 mod demo;
+mod docs;
 mod inspect;
 pub mod output;
 mod progress;
@@ -28,13 +32,8 @@ use output::{human_lines, human_path};
 #[command(name = "sessionlog", version, about)]
 pub struct Cli {
     /// The store directory (default: $SESSIONLOG_STORE, else ./sessionlog-store).
-    #[arg(
-        long,
-        global = true,
-        env = "SESSIONLOG_STORE",
-        default_value = "sessionlog-store"
-    )]
-    pub store: PathBuf,
+    #[arg(long, global = true, env = "SESSIONLOG_STORE", value_name = "DIR")]
+    pub store: Option<PathBuf>,
     /// The command.
     #[command(subcommand)]
     pub command: Command,
@@ -43,8 +42,13 @@ pub struct Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the demonstration workload in a temporary store and print timings.
+    /// Run the demonstration workload and print timings. Its stores are temporary, unless
+    /// --store DIR names a new or empty directory: the main store is then kept there for
+    /// `list`, `show` and the rest ($SESSIONLOG_STORE is not used).
     Demo {
+        /// Set from --store given on the command line.
+        #[arg(skip)]
+        keep: Option<PathBuf>,
         /// Turns per session (58 events each).
         #[arg(long, default_value_t = 200)]
         turns: u64,
@@ -85,6 +89,20 @@ pub enum Command {
         #[arg(long)]
         salvage: bool,
     },
+    /// Print shell completions for bash, zsh, fish, elvish or PowerShell (e.g.
+    /// `sessionlog completions bash > /etc/bash_completion.d/sessionlog`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff; `sessionlog man | man -l -`), or write one page per command
+    /// into a directory.
+    Man {
+        /// Write sessionlog.1 and sessionlog-COMMAND.1 pages into this directory instead.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
     /// Test harness: append synthetic events with `Sync` durability from several threads,
     /// printing `ack <session> <seq>` after each durable append, until killed.
     #[command(hide = true)]
@@ -101,9 +119,15 @@ pub struct ImportArgs {
     /// Accept dsh replay fixtures (records without seq/time, numbered by position, time 0).
     #[arg(long)]
     pub replay_fixture: bool,
-    /// Skip sessions whose id is already in the store instead of refusing the import.
+    /// Skip sessions whose id is already in the store instead of refusing the import (also
+    /// how to finish an import that was interrupted: the sessions it wrote are skipped).
     #[arg(long)]
     pub skip_existing: bool,
+    /// A session id in more than one file: fail (refuse the import), first-wins (import the
+    /// first file's copy, skip the others) or skip (import no copy). The same file named twice
+    /// is always read once.
+    #[arg(long, value_name = "POLICY", default_value = "fail", value_parser = parse_on_duplicate)]
+    pub on_duplicate: sessionlog::OnDuplicate,
     /// Files or directories to import.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
@@ -121,6 +145,10 @@ pub struct ExportArgs {
     pub out: PathBuf,
     /// Sessions to export (default: all).
     pub sessions: Vec<String>,
+}
+
+fn parse_on_duplicate(s: &str) -> Result<sessionlog::OnDuplicate, String> {
+    s.parse()
 }
 
 fn parse_format(s: &str) -> Result<sessionlog::ExportFormat, String> {
@@ -154,7 +182,15 @@ pub type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
 /// Runs the command line; the process exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // `demo` keeps its store only where --store says so: not in a $SESSIONLOG_STORE meant for
+    // the other commands.
+    let from_flag = matches.value_source("store") == Some(clap::parser::ValueSource::CommandLine);
+    if let Command::Demo { keep, .. } = &mut cli.command {
+        *keep = if from_flag { cli.store.clone() } else { None };
+    }
     output::catch_closed_pipe_panics();
     handle_file_size_limit();
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli))) {
@@ -170,7 +206,7 @@ pub fn main() -> ExitCode {
             let _ = writeln!(
                 std::io::stderr(),
                 "sessionlog: error: {}",
-                human_lines(&in_cli_words(e.as_ref()))
+                human_lines(&advice::in_cli_words(e.as_ref()))
             );
             ExitCode::from(2)
         }
@@ -179,24 +215,37 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The store directory when neither --store nor $SESSIONLOG_STORE names one.
+pub const DEFAULT_STORE: &str = "sessionlog-store";
+
 fn run(cli: Cli) -> CliResult {
+    let store = cli
+        .store
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_STORE));
     match cli.command {
-        Command::Demo { turns, sessions } => {
-            demo::run(turns, sessions)?;
+        Command::Demo {
+            turns,
+            sessions,
+            keep,
+        } => {
+            demo::run(turns, sessions, keep.as_deref())?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Completions { shell } => docs::completions(shell),
+        Command::Man { out_dir } => docs::man(out_dir.as_deref()),
         Command::Bench(args) => {
             sessionlog_bench::run(&args)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Import(args) => transfer::import(&cli.store, &args),
-        Command::Export(args) => transfer::export(&cli.store, &args),
-        Command::List { json } => inspect::list(&cli.store, json),
-        Command::Show(args) => inspect::show(&cli.store, &args),
-        Command::Verify { sessions } => verify::verify(&cli.store, &sessions),
-        Command::Recover { salvage } => recover(&cli.store, salvage),
+        Command::Import(args) => transfer::import(&store, &args),
+        Command::Export(args) => transfer::export(&store, &args),
+        Command::List { json } => inspect::list(&store, json),
+        Command::Show(args) => inspect::show(&store, &args),
+        Command::Verify { sessions } => verify::verify(&store, &sessions),
+        Command::Recover { salvage } => recover(&store, salvage),
         Command::CrashWriter { threads } => {
-            crash_writer(&cli.store, threads)?;
+            crash_writer(&store, threads)?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -208,7 +257,7 @@ fn run(cli: Cli) -> CliResult {
 pub(crate) fn check_is_store(dir: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
     if dir.exists() && !dir.is_dir() {
         return Err(format!(
-            "{} is not a directory, so not a sessionlog store; pass the store's directory with --store DIR (or set SESSIONLOG_STORE)",
+            "{} is a file, not a sessionlog store (a store is a directory); pass the store's directory with --store DIR (or set SESSIONLOG_STORE)",
             human_path(dir)
         )
         .into());
@@ -252,6 +301,12 @@ fn open_for_reading(dir: &std::path::Path) -> Result<Store, Box<dyn std::error::
 /// Prints a one-line note on stderr when a read-only open found a store that needs recovery
 /// (its answers are complete all the same: the repair was done in memory).
 pub(crate) fn note_pending(store: &Store) {
+    if !store.dir().join("index.redb").exists() {
+        eprintln!(
+            "sessionlog: note: the index (index.redb) is missing: this command rebuilt it in memory from the log, so its answers are complete; the next write open rebuilds it on disk (`sessionlog recover`, or an import)"
+        );
+        return;
+    }
     if let Some(reason) = &store.recovery_report().recovery_pending {
         eprintln!(
             "sessionlog: note: recovery is pending: {reason}. The answers include every acknowledged write; `sessionlog recover` repairs the store"
@@ -262,13 +317,8 @@ pub(crate) fn note_pending(store: &Store) {
 /// `recover [--salvage]`: opens the store read-write (running recovery, with redb's integrity
 /// check and a CRC check of every index entry) and reports what recovery did.
 fn recover(dir: &std::path::Path, salvage: bool) -> CliResult {
-    if !dir.is_dir() {
-        return Err(format!(
-            "store directory {} does not exist; pass --store DIR (or set SESSIONLOG_STORE)",
-            dir.display()
-        )
-        .into());
-    }
+    check_is_store(dir)?;
+    let index_missing = !dir.join("index.redb").exists();
     let config = Config::default()
         .recovery(if salvage {
             sessionlog::RecoveryMode::SalvageSkippingBadFrames
@@ -286,7 +336,9 @@ fn recover(dir: &std::path::Path, salvage: bool) -> CliResult {
         r.scanned_from,
         r.events_recovered
     );
-    if r.index_rebuilt {
+    if index_missing {
+        crate::say!("index rebuilt from the log: index.redb was missing");
+    } else if r.index_rebuilt {
         crate::say!(
             "index rebuilt from the log: {}",
             human(
@@ -414,28 +466,6 @@ pub fn iso_time(ms: i64) -> String {
     format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}.{milli:03}Z")
 }
 
-/// An error's message with the library's advice (recovery modes, options) replaced by what to
-/// run on the command line.
-fn in_cli_words(e: &(dyn std::error::Error + 'static)) -> String {
-    let open = e.downcast_ref::<sessionlog::OpenError>().or_else(|| {
-        match e.downcast_ref::<sessionlog::Error>() {
-            Some(sessionlog::Error::Open(open)) => Some(open),
-            _ => None,
-        }
-    });
-    match open {
-        Some(sessionlog::OpenError::Corruption { position, reason }) => format!(
-            "corruption in the log at {position}: {reason}; valid frames follow, so this is not \
-             a torn write. `sessionlog verify` lists the damage; `sessionlog recover --salvage` \
-             drops the damaged frames (and names the events they held), or restore a backup"
-        ),
-        Some(sessionlog::OpenError::TornTail { position, reason }) => format!(
-            "torn write at the log tail at {position}: {reason}; `sessionlog recover` cuts it"
-        ),
-        _ => e.to_string(),
-    }
-}
-
 /// Past a file-size limit (`ulimit -f`) the kernel sends SIGXFSZ, whose default action kills the
 /// process mid-write. With a handler installed the write fails with EFBIG instead, and the
 /// command reports it and cleans up like any other write error (an export removes its
@@ -473,12 +503,12 @@ mod tests {
         ] {
             let library = e.to_string();
             assert!(library.contains("RecoveryMode::"), "{library}");
-            let words = in_cli_words(&e);
+            let words = advice::in_cli_words(&e);
             assert!(words.contains(run), "{words}");
             assert!(words.contains("segment 3 offset 4096"), "{words}");
             assert!(!words.contains("RecoveryMode"), "{words}");
             let umbrella = sessionlog::Error::from(e);
-            assert_eq!(in_cli_words(&umbrella), words);
+            assert_eq!(advice::in_cli_words(&umbrella), words);
         }
     }
 

@@ -57,6 +57,46 @@ pub fn human(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// [`human`] cut to at most `max` characters: when it is longer, its start (whole escapes,
+/// never half of `\u{1b}`) and an ellipsis, then with `keep_end` a third of the room for its
+/// end (so ids that differ only at the end stay apart).
+pub fn human_truncated(s: &str, max: usize, keep_end: bool) -> String {
+    let escaped = human(s);
+    if escaped.chars().count() <= max {
+        return escaped.into_owned();
+    }
+    let pieces: Vec<String> = s
+        .chars()
+        .map(|c| {
+            let mut buf = [0u8; 4];
+            human(c.encode_utf8(&mut buf)).into_owned()
+        })
+        .collect();
+    let room = max.saturating_sub(1);
+    let tail_room = if keep_end { room / 3 } else { 0 };
+    let (mut tail, mut tail_width) = (Vec::new(), 0);
+    for piece in pieces.iter().rev() {
+        let w = piece.chars().count();
+        if tail_width + w > tail_room {
+            break;
+        }
+        tail.push(piece.as_str());
+        tail_width += w;
+    }
+    let (mut out, mut width) = (String::new(), 0);
+    for piece in &pieces[..pieces.len() - tail.len()] {
+        let w = piece.chars().count();
+        if width + w > room - tail_width {
+            break;
+        }
+        out.push_str(piece);
+        width += w;
+    }
+    out.push('…');
+    out.extend(tail.into_iter().rev());
+    out
+}
+
 /// [`human`] for a path.
 pub fn human_path(p: &std::path::Path) -> String {
     human(&p.to_string_lossy()).into_owned()

@@ -4,29 +4,141 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use super::output::{human, human_lines, human_path};
-use super::progress::Progress;
+use super::progress::{Progress, Transfer};
 use super::{CliResult, ExportArgs, ImportArgs, open_for_reading};
 use sessionlog::{Config, Store};
 use sessionlog::{ExportFormat, ExportLayout};
 use sessionlog::{ImportOptions, discover, import_sources};
 
-/// `import [--replay-fixture] [--skip-existing] PATH...`
+/// What `import` found at `--store` before it opened anything.
+enum Target {
+    /// A store: sessions are added to it.
+    Store,
+    /// Nothing there: the import creates the directory (removed again if nothing is imported).
+    Missing,
+    /// An empty directory: the import makes it a store (emptied again if nothing is imported).
+    Empty,
+}
+
+/// Refuses a `--store` that is a file, or a directory that is neither empty nor a store:
+/// `import` makes a store only where there was nothing.
+fn import_target(dir: &Path) -> Result<Target, Box<dyn std::error::Error>> {
+    let shown = human_path(dir);
+    let meta = match std::fs::symlink_metadata(dir) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Target::Missing),
+        Err(e) => return Err(format!("cannot read {shown}: {e}").into()),
+    };
+    if !dir.is_dir() {
+        let what = if meta.file_type().is_symlink() {
+            "a link to no directory"
+        } else {
+            "a file"
+        };
+        return Err(format!(
+            "{shown} is {what}, not a store directory; pass --store with an existing store, or with a new or empty directory for a new one"
+        )
+        .into());
+    }
+    if Store::is_store(dir) {
+        return Ok(Target::Store);
+    }
+    let mut entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    match entries.next() {
+        None => Ok(Target::Empty),
+        Some(entry) => {
+            let example = entry
+                .map(|e| human(&e.file_name().to_string_lossy()).into_owned())
+                .unwrap_or_default();
+            Err(format!(
+                "{shown} is neither empty nor a sessionlog store (it holds \"{example}\"{}); import creates a store only in a new or empty directory: pass --store with one, or with an existing store",
+                if entries.next().is_some() { " and more" } else { "" }
+            )
+            .into())
+        }
+    }
+}
+
+/// Removes what a failed import created: the store's files (`LOCK`, `index.redb`,
+/// `segments/`), and the directory itself when the import made it. Only those names: anything
+/// else that appeared meanwhile stays (and so does the directory holding it).
+fn remove_created(dir: &Path, target: &Target) {
+    if matches!(target, Target::Store) {
+        return;
+    }
+    let _ = std::fs::remove_dir_all(dir.join("segments"));
+    for file in ["index.redb", "LOCK"] {
+        let _ = std::fs::remove_file(dir.join(file));
+    }
+    if matches!(target, Target::Missing) {
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
+/// `import [--replay-fixture] [--skip-existing] [--on-duplicate P] PATH...`
 pub fn import(store_dir: &Path, args: &ImportArgs) -> CliResult {
+    let target = import_target(store_dir)?;
     // Find and sniff the sources before creating or locking the store.
     let sources = discover(&args.paths)?;
-    let store = Store::open(store_dir, Config::default())?;
+    let store = Store::open(store_dir, Config::default()).inspect_err(|_| {
+        remove_created(store_dir, &target);
+    })?;
     let options = ImportOptions {
         replay_fixture: args.replay_fixture,
         skip_existing: args.skip_existing,
+        on_duplicate: args.on_duplicate,
         ..ImportOptions::default()
     };
-    let bar = Progress::new("import", 0);
+    let bar = Progress::for_transfer("import");
+    // Each session is printed as soon as it is durable, so a killed import leaves a record
+    // of what got in. A closed stdout stops the printing, not the import.
+    let mut printing = true;
     let report = import_sources(&store, &sources, &options, &mut |p| {
-        bar.set(p.phase, p.done, p.total, p.session);
+        bar.transfer(
+            p.phase,
+            &Transfer {
+                sessions: p.done,
+                total_sessions: p.total,
+                events: p.events,
+                total_events: p.total_events,
+                bytes: p.bytes,
+                total_bytes: p.total_bytes,
+                session: p.session,
+            },
+        );
+        if let (Some(s), true) = (p.imported, printing) {
+            let line = format!(
+                "  {}  {} events  {}  {}",
+                human(&s.id),
+                s.events,
+                s.format,
+                human_path(&s.file)
+            );
+            bar.suspend(|| {
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                printing = writeln!(out, "{line}").and_then(|()| out.flush()).is_ok();
+            });
+        }
     });
     bar.finish();
-    let report = report?;
-    store.close()?;
+    let report = match report {
+        Ok(report) => report,
+        Err(e) => {
+            if !matches!(e, sessionlog::FileImportError::Partial { .. }) {
+                // Nothing was imported: leave no store behind where there was none.
+                let _ = store.close();
+                remove_created(store_dir, &target);
+            }
+            return Err(e.into());
+        }
+    };
+    if let Err(e) = store.close() {
+        return Err(super::advice::close_failed_after_import(report.sessions.len(), &e).into());
+    }
+    if !printing {
+        return Err(super::output::StdoutClosed.into());
+    }
     let events: u64 = report.sessions.iter().map(|s| s.events).sum();
     // The import is written and durable: a closed stdout from here on only ends the report.
     crate::say!(
@@ -34,15 +146,6 @@ pub fn import(store_dir: &Path, args: &ImportArgs) -> CliResult {
         report.sessions.len(),
         sources.len()
     );
-    for s in &report.sessions {
-        crate::say!(
-            "  {}  {} events  {}  {}",
-            human(&s.id),
-            s.events,
-            s.format,
-            human_path(&s.file)
-        );
-    }
     for cut in report.cuts() {
         crate::say!("cut: {}", human_lines(&cut.to_string()));
     }
@@ -67,6 +170,27 @@ pub fn import(store_dir: &Path, args: &ImportArgs) -> CliResult {
             );
         }
     }
+    for file in &report.named_twice {
+        crate::say!(
+            "note: {} was named more than once (directly or in a directory); it was read once",
+            human_path(file)
+        );
+    }
+    for d in &report.duplicates {
+        match &d.kept {
+            Some(kept) => crate::say!(
+                "skipped: session \"{}\" from {} (a repeat: the copy in {} was imported; --on-duplicate first-wins)",
+                human(&d.id),
+                human_path(&d.file),
+                human_path(kept)
+            ),
+            None => crate::say!(
+                "skipped: session \"{}\" from {} (in several files; --on-duplicate skip)",
+                human(&d.id),
+                human_path(&d.file)
+            ),
+        }
+    }
     for (id, file) in &report.skipped {
         crate::say!(
             "skipped: session \"{}\" from {} (already in the store)",
@@ -85,17 +209,38 @@ pub fn export(store_dir: &Path, args: &ExportArgs) -> CliResult {
         _ if args.sessions.len() == 1 && !args.out.is_dir() => ExportLayout::File,
         _ => ExportLayout::Tree,
     };
-    let bar = Progress::new("export", 0);
+    let bar = Progress::for_transfer("export");
     let report = sessionlog::export(
         &store,
         &args.sessions,
         &args.out,
         args.format,
         layout,
-        &mut |p| bar.set("export", p.done, p.total, p.session),
+        &mut |p| {
+            bar.transfer(
+                "export",
+                &Transfer {
+                    sessions: p.done,
+                    total_sessions: p.total,
+                    events: p.events,
+                    total_events: p.total_events,
+                    bytes: p.bytes,
+                    total_bytes: 0,
+                    session: p.session,
+                },
+            );
+        },
     );
     bar.finish();
     let report = report?;
+    for stale in &report.removed_stale {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "sessionlog: note: removed {}, left by an export that was interrupted",
+            human_path(stale)
+        );
+    }
     for w in &report.warnings {
         use std::io::Write;
         let _ = writeln!(std::io::stderr(), "sessionlog: warning: {}", human_lines(w));

@@ -119,7 +119,7 @@ pub fn verify(store_dir: &Path, only: &[String]) -> CliResult {
         let session = match store.session(id) {
             Ok(session) => session,
             Err(e) => {
-                lines.push(format!("session \"{id}\": cannot read: {e}"));
+                lines.push(super::advice::about_session(id, "reading", &e));
                 continue;
             }
         };

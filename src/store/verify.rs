@@ -92,8 +92,22 @@ impl Store {
                                             .and_then(|c| c.pending(session, event.seq))
                                             .is_none()
                                         {
+                                            let found = match other {
+                                                None => "missing".to_owned(),
+                                                Some(r) => format!(
+                                                    "a run of seqs {}..{} at {} record offset {}",
+                                                    r.first_seq,
+                                                    r.end(),
+                                                    r.location.position(),
+                                                    r.location.record_offset
+                                                ),
+                                            };
+                                            let name = self.registry().get(session).map_or_else(
+                                                || format!("session number {session}"),
+                                                |r| format!("session {:?}", r.header.id),
+                                            );
                                             problems.push(format!(
-                                                "{}: index entry for session number {session} seq {} is {other:?}",
+                                                "{}: the index entry for {name} seq {} is {found}, not this frame",
                                                 frame.position, event.seq
                                             ));
                                         }

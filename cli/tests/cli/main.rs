@@ -9,10 +9,12 @@ mod shared_fixtures;
 
 mod bench_smoke;
 mod cli;
+mod completions;
 mod crash_import;
 mod crash_kill;
 mod hygiene;
 mod index_damage;
+mod polish;
 
 /// Every test of this binary takes this lock and runs alone. A test that spawns the CLI forks
 /// while another test's store is open, and the child holds copies of every open descriptor

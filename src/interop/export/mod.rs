@@ -11,7 +11,10 @@
 //!
 //! Every file is written atomically: to a temporary file in the target directory (mode 0600),
 //! synced, then published under its final name with a link that cannot replace an existing
-//! file, and the directory is synced. An existing target file is refused, never overwritten. A
+//! file, and the directory is synced. A tree is staged whole first and then published (one
+//! rename for a new `out`, one per project or session directory in an existing one; see
+//! `staging.rs`): an interrupted tree export leaves only a hidden staging directory, which the
+//! next export to the same place removes. An existing target file is refused, never overwritten. A
 //! session id cannot escape the target directory: it is encoded with dsh's `encodeSegment`
 //! (every `/`, `\`, `.`/`..` segment and other unsafe unit is escaped as `~XXXX`).
 //!
@@ -47,6 +50,7 @@
 
 mod atomic;
 mod jsonl_files;
+mod staging;
 
 pub use jsonl_files::{
     NAME_MAX, PATH_MAX, check_tree_path, export_jsonl_file, tree_path, write_jsonl,
@@ -254,6 +258,9 @@ pub struct ExportReport {
     pub skipped_empty: Vec<String>,
     /// Things that will stop dsh from using the file where it is (from the SQLite writer).
     pub warnings: Vec<String>,
+    /// Staging directories of earlier tree exports to the same place that were interrupted
+    /// (killed), removed before this one started.
+    pub removed_stale: Vec<PathBuf>,
 }
 
 /// Progress of an export, reported after each session.
@@ -265,6 +272,12 @@ pub struct ExportProgress<'a> {
     pub total: u64,
     /// The session just written.
     pub session: &'a str,
+    /// Events written so far.
+    pub events: u64,
+    /// Events to write in all.
+    pub total_events: u64,
+    /// Bytes written so far (JSONL files; 0 for SQLite, whose size is known at the end).
+    pub bytes: u64,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -327,6 +340,9 @@ pub fn export(
                         done: 1,
                         total: 1,
                         session: id,
+                        events,
+                        total_events: events,
+                        bytes: std::fs::metadata(out).map_or(0, |m| m.len()),
                     });
                     Ok(ExportReport {
                         files: vec![out.to_owned()],
@@ -348,6 +364,15 @@ fn export_tree(
     compression: Compression,
     progress: &mut dyn FnMut(ExportProgress<'_>),
 ) -> Result<ExportReport, ExportError> {
+    // What an interrupted export to the same place left behind goes first (it would also look
+    // like a project directory to the checks below).
+    if std::fs::symlink_metadata(root).is_ok() && !root.is_dir() {
+        // A tree goes into a directory; a file there is never replaced.
+        return Err(ExportError::TargetExists {
+            path: root.to_owned(),
+        });
+    }
+    let removed_stale = staging::remove_stale(root);
     let mut targets = Vec::with_capacity(headers.len());
     for h in headers {
         let path = tree_path(root, h, compression)?;
@@ -370,31 +395,34 @@ fn export_tree(
         }
         targets.push(path);
     }
-    let mut report = ExportReport::default();
+    let mut report = ExportReport {
+        removed_stale,
+        ..ExportReport::default()
+    };
     let total = headers.len() as u64;
+    let total_events: u64 = headers.iter().filter_map(|h| store.len(&h.id)).sum();
+    let mut bytes = 0;
+    // Everything is written into the staging directory (removed again on any failure) and
+    // published at the end.
+    let staging = staging::Staging::create(root)?;
     for (i, (h, path)) in headers.iter().zip(&targets).enumerate() {
-        let result = create_dirs(parent_of(path))
-            .and_then(|()| export_jsonl_file(store, &h.id, path, compression));
-        match result {
-            Ok(n) => {
-                report.events += n;
-                report.sessions += 1;
-                report.files.push(path.clone());
-            }
-            Err(e) if report.files.is_empty() => return Err(e),
-            Err(e) => {
-                return Err(ExportError::Partial {
-                    written: report.files,
-                    source: Box::new(e),
-                });
-            }
-        }
+        let staged = staging.staged(path);
+        let n = create_dirs(parent_of(&staged))
+            .and_then(|()| export_jsonl_file(store, &h.id, &staged, compression))?;
+        bytes += std::fs::metadata(&staged).map_or(0, |m| m.len());
+        report.events += n;
+        report.sessions += 1;
+        report.files.push(path.clone());
         progress(ExportProgress {
             done: i as u64 + 1,
             total,
             session: &h.id,
+            events: report.events,
+            total_events,
+            bytes,
         });
     }
+    staging.publish()?;
     Ok(report)
 }
 
@@ -425,6 +453,8 @@ fn export_sqlite(
     // One session in memory at a time: the writer loads each when it writes it, and again
     // when it reads the finished file back to check it.
     let total = headers.len() as u64;
+    let total_events: u64 = headers.iter().filter_map(|h| store.len(&h.id)).sum();
+    let mut events_done = 0u64;
     let mut calls = 0u64;
     let load = |h: &SessionHeader| -> Result<Cow<'static, [Event]>, ExportError> {
         let n = store
@@ -441,10 +471,14 @@ fn export_sqlite(
             .map_err(read_err)?;
         calls += 1;
         if calls <= total {
+            events_done += events.len() as u64;
             progress(ExportProgress {
                 done: calls,
                 total,
                 session: &h.id,
+                events: events_done,
+                total_events,
+                bytes: 0,
             });
         }
         Ok(Cow::Owned(events))
@@ -462,5 +496,6 @@ fn export_sqlite(
         events: written.events as u64,
         skipped_empty: written.skipped_empty,
         warnings: written.warnings,
+        removed_stale: Vec::new(),
     })
 }

@@ -50,7 +50,12 @@ pub enum FileImportError {
     Sqlite(#[from] SqliteError),
     /// dsh's loader refuses the session (vocabulary, legacy shapes, envelope, surface), or
     /// writing it failed.
-    #[error("{}: session \"{session}\": {source}{}", path.display(), location.as_deref().unwrap_or(""))]
+    #[error(
+        "{}: {}{source}{}",
+        path.display(),
+        session_prefix(session, source),
+        location.as_deref().unwrap_or("")
+    )]
     Refused {
         /// The file.
         path: PathBuf,
@@ -63,7 +68,7 @@ pub enum FileImportError {
     },
     /// The session id is in the store already.
     #[error(
-        "{}: session \"{session}\" already exists in the store; nothing was imported — remove it from the sources, or pass --skip-existing to import the others",
+        "{}: session \"{session}\" already exists in the store; nothing was imported — remove it from the sources, or pass --skip-existing to import the others (and to finish an import that was interrupted)",
         path.display()
     )]
     Exists {
@@ -74,7 +79,7 @@ pub enum FileImportError {
     },
     /// Two sources hold the same session id.
     #[error(
-        "session \"{session}\" is in both {} and {}; import them into different stores",
+        "session \"{session}\" is in both {} and {}; pass --on-duplicate first-wins to import the first copy and skip the other, --on-duplicate skip to import neither, or import them into different stores",
         first.display(), second.display()
     )]
     Duplicate {
@@ -107,10 +112,11 @@ pub enum FileImportError {
         /// Every problem found.
         errors: Vec<FileImportError>,
     },
-    /// Writing failed after some sessions were imported (they stay imported).
+    /// Writing failed after some sessions were imported (they stay imported). The message
+    /// gives the cause first, then how many were imported with a few of their ids.
     #[error(
-        "import stopped after {} session(s) were imported ({}): {source}",
-        imported.len(), imported.join(", ")
+        "{source}\nthe import stopped there: {} session(s) were imported before it and stay in the store ({}); once the cause is fixed, run the same import again with --skip-existing to import the rest",
+        imported.len(), examples(imported)
     )]
     Partial {
         /// Ids imported before the failure.
@@ -120,10 +126,63 @@ pub enum FileImportError {
     },
 }
 
+/// The most problems (or ids) a message lists one by one; the rest are counted.
+pub const MAX_LISTED: usize = 10;
+
+/// `"a", "b", "c" and 12 more`: the first few of `ids`, quoted, and a count of the rest.
+fn examples(ids: &[String]) -> String {
+    let shown: Vec<String> = ids.iter().take(3).map(|id| format!("\"{id}\"")).collect();
+    match ids.len().saturating_sub(shown.len()) {
+        0 => shown.join(", "),
+        more => format!("{} and {more} more", shown.join(", ")),
+    }
+}
+
+/// `session "ID": `, unless the store's message names the session itself.
+fn session_prefix(session: &str, source: &store::ImportError) -> String {
+    if source.to_string().contains(&format!("\"{session}\"")) {
+        String::new()
+    } else {
+        format!("session \"{session}\": ")
+    }
+}
+
+/// The problems, one per line: ids already in the store are summed up in one line (an
+/// interrupted import run again meets one per session it wrote), and past [`MAX_LISTED`] the
+/// rest are counted.
 fn list(errors: &[FileImportError]) -> String {
-    errors
+    let exists: Vec<String> = errors
         .iter()
-        .map(|e| format!("  - {e}"))
+        .filter_map(|e| match e {
+            FileImportError::Exists { session, .. } => Some(session.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut lines: Vec<String> = Vec::new();
+    if exists.len() > 1 {
+        lines.push(format!(
+            "{} session(s) are already in the store ({}); if an earlier import of these files was interrupted, run the same import again with --skip-existing to import the rest",
+            exists.len(),
+            examples(&exists)
+        ));
+    }
+    let others = errors
+        .iter()
+        .filter(|e| exists.len() <= 1 || !matches!(e, FileImportError::Exists { .. }));
+    let mut more = 0;
+    for e in others {
+        if lines.len() < MAX_LISTED {
+            lines.push(e.to_string());
+        } else {
+            more += 1;
+        }
+    }
+    if more > 0 {
+        lines.push(format!("… and {more} more problem(s) like these"));
+    }
+    lines
+        .iter()
+        .map(|l| format!("  - {l}"))
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -46,7 +46,7 @@ mod read;
 mod run;
 mod source;
 
-pub use error::FileImportError;
+pub use error::{FileImportError, MAX_LISTED};
 pub use read::mark_batches;
 pub use run::{import_paths, import_sources};
 pub use source::{
@@ -74,6 +74,9 @@ pub struct ImportOptions {
     /// Skip (and report) sessions whose id is already in the store instead of refusing the
     /// import.
     pub skip_existing: bool,
+    /// What to do when two different source files hold the same session id (the same file
+    /// named twice is read once whatever this says; see [`ImportReport::named_twice`]).
+    pub on_duplicate: OnDuplicate,
     /// Invariant enforcement for later appends to the imported sessions (`None`: the store's).
     pub invariants: Option<InvariantMode>,
     /// Event bytes (type and data) that may be kept in memory between validating and writing,
@@ -87,10 +90,61 @@ impl Default for ImportOptions {
         ImportOptions {
             replay_fixture: false,
             skip_existing: false,
+            on_duplicate: OnDuplicate::Fail,
             invariants: None,
             hold_bytes: DEFAULT_HOLD_BYTES,
         }
     }
+}
+
+/// What an import does with a session id found in more than one source file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum OnDuplicate {
+    /// Refuse the import ([`FileImportError::Duplicate`]); nothing is written.
+    #[default]
+    Fail,
+    /// Import the copy in the first file (in the order given, directories in name order) and
+    /// skip the others.
+    FirstWins,
+    /// Import no copy of the id; the others are imported.
+    Skip,
+}
+
+impl OnDuplicate {
+    /// The command line's name: `fail`, `first-wins` or `skip`.
+    pub fn name(self) -> &'static str {
+        match self {
+            OnDuplicate::Fail => "fail",
+            OnDuplicate::FirstWins => "first-wins",
+            OnDuplicate::Skip => "skip",
+        }
+    }
+}
+
+impl std::str::FromStr for OnDuplicate {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "fail" => Ok(OnDuplicate::Fail),
+            "first-wins" => Ok(OnDuplicate::FirstWins),
+            "skip" => Ok(OnDuplicate::Skip),
+            other => Err(format!(
+                "unknown duplicate policy {other:?}; use fail, first-wins or skip"
+            )),
+        }
+    }
+}
+
+/// A copy of a session that [`OnDuplicate::FirstWins`] or [`OnDuplicate::Skip`] left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedDuplicate {
+    /// The session id.
+    pub id: String,
+    /// The file whose copy was skipped.
+    pub file: PathBuf,
+    /// The file whose copy was imported instead (`None` under [`OnDuplicate::Skip`]).
+    pub kept: Option<PathBuf>,
 }
 
 /// Where a torn tail was cut.
@@ -176,6 +230,11 @@ pub struct ImportReport {
     pub sessions: Vec<ImportedSession>,
     /// Sessions skipped because their id exists ([`ImportOptions::skip_existing`]): id and file.
     pub skipped: Vec<(String, PathBuf)>,
+    /// Copies of a session id found in several files and left out by
+    /// [`ImportOptions::on_duplicate`], in source order.
+    pub duplicates: Vec<SkippedDuplicate>,
+    /// Files named more than once (directly or through a directory): each was read once.
+    pub named_twice: Vec<PathBuf>,
     /// The most events held in memory at once (sessions are read one at a time: with the
     /// default [`ImportOptions::hold_bytes`] this is the largest session's event count).
     pub peak_held_events: u64,
@@ -201,6 +260,17 @@ pub struct ImportProgress<'a> {
     pub total: u64,
     /// The session just handled.
     pub session: &'a str,
+    /// Events of the sessions done in this phase.
+    pub events: u64,
+    /// Event bytes (type and data) of the sessions done in this phase.
+    pub bytes: u64,
+    /// Events to write in all (`"importing"` only; 0 while checking, when it is not known
+    /// yet).
+    pub total_events: u64,
+    /// Event bytes to write in all (`"importing"` only; 0 while checking).
+    pub total_bytes: u64,
+    /// The session just written, durable and in the store (`"importing"` only).
+    pub imported: Option<&'a ImportedSession>,
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use super::error::FileImportError;
 use super::read::{ReadSession, Readers, items, location_in, validate};
 use super::source::{Source, discover};
 use super::{ImportOptions, ImportProgress, ImportReport, ImportedSession};
+use super::{OnDuplicate, SkippedDuplicate};
 use crate::event::Event;
 use crate::store::Store;
 use std::collections::HashMap;
@@ -46,12 +47,14 @@ pub fn import_sources(
     let total = items.len() as u64;
     let mut report = ImportReport::default();
     let mut errors = Vec::new();
-    let mut seen: HashMap<String, PathBuf> = HashMap::new();
+    // Each id's first item (its index) and file.
+    let mut seen: HashMap<String, (usize, PathBuf)> = HashMap::new();
     let mut readers = Readers::default();
     let mut held = Held::default();
     // Pass 1: read and validate everything, one session at a time.
     let mut checked: Vec<Option<Checked>> = Vec::with_capacity(items.len());
     let mut budget = options.hold_bytes;
+    let (mut checked_events, mut checked_bytes) = (0u64, 0u64);
     for (i, item) in items.iter().enumerate() {
         let path = item.path();
         let s = match readers.read(item, options) {
@@ -70,14 +73,51 @@ pub fn import_sources(
             fingerprint: Fingerprint::of(&s),
             held: None,
         };
-        if let Some(first) = seen.get(&id) {
-            errors.push(FileImportError::Duplicate {
-                session: id.clone(),
-                first: first.clone(),
-                second: path.to_owned(),
-            });
+        if let Some((first_item, first)) = seen.get(&id) {
+            summary.skip = true;
+            if same_file(first, path) {
+                // The same file named twice (or a file and its directory): read once.
+                if !report.named_twice.iter().any(|p| same_file(p, path)) {
+                    report.named_twice.push(path.to_owned());
+                }
+            } else {
+                match options.on_duplicate {
+                    OnDuplicate::Fail => errors.push(FileImportError::Duplicate {
+                        session: id.clone(),
+                        first: first.clone(),
+                        second: path.to_owned(),
+                    }),
+                    OnDuplicate::FirstWins => report.duplicates.push(SkippedDuplicate {
+                        id: id.clone(),
+                        file: path.to_owned(),
+                        kept: Some(first.clone()),
+                    }),
+                    OnDuplicate::Skip => {
+                        // The first copy is skipped too (once).
+                        if let Some(Some(earlier)) = checked.get_mut(*first_item)
+                            && !earlier.skip
+                        {
+                            earlier.skip = true;
+                            if let Some(s) = earlier.held.take() {
+                                held.release(Size::of(&s));
+                            }
+                            report.skipped.retain(|(i, _)| i != &id);
+                            report.duplicates.push(SkippedDuplicate {
+                                id: id.clone(),
+                                file: first.clone(),
+                                kept: None,
+                            });
+                        }
+                        report.duplicates.push(SkippedDuplicate {
+                            id: id.clone(),
+                            file: path.to_owned(),
+                            kept: None,
+                        });
+                    }
+                }
+            }
         } else {
-            seen.insert(id.clone(), path.to_owned());
+            seen.insert(id.clone(), (i, path.to_owned()));
             if store.len(&id).is_some() {
                 if options.skip_existing {
                     report.skipped.push((id.clone(), path.to_owned()));
@@ -103,11 +143,18 @@ pub fn import_sources(
         if summary.held.is_none() {
             held.release(size);
         }
+        checked_events += summary.fingerprint.size.events;
+        checked_bytes += summary.fingerprint.size.bytes;
         progress(ImportProgress {
             phase: "checking",
             done: i as u64 + 1,
             total,
             session: &id,
+            events: checked_events,
+            bytes: checked_bytes,
+            total_events: 0,
+            total_bytes: 0,
+            imported: None,
         });
         checked.push(Some(summary));
     }
@@ -119,6 +166,15 @@ pub fn import_sources(
         });
     }
     // Pass 2: write, reading again every session not held.
+    let to_write = checked
+        .iter()
+        .flatten()
+        .filter(|c| !c.skip)
+        .fold(Size::default(), |sum, c| Size {
+            events: sum.events + c.fingerprint.size.events,
+            bytes: sum.bytes + c.fingerprint.size.bytes,
+        });
+    let mut written = Size::default();
     let mut imported: Vec<String> = Vec::new();
     let stop = |imported: Vec<String>, e: FileImportError| {
         if imported.is_empty() {
@@ -206,11 +262,18 @@ pub fn import_sources(
         }
         imported.push(id.clone());
         report.sessions.push(entry);
+        written.events += size.events;
+        written.bytes += size.bytes;
         progress(ImportProgress {
             phase: "importing",
             done: i as u64 + 1,
             total,
             session: &id,
+            events: written.events,
+            bytes: written.bytes,
+            total_events: to_write.events,
+            total_bytes: to_write.bytes,
+            imported: report.sessions.last(),
         });
     }
     report.peak_held_events = held.peak.events;
@@ -218,10 +281,20 @@ pub fn import_sources(
     Ok(report)
 }
 
+/// True when `a` and `b` name the same file (compared after resolving links and `..`).
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    a == b
+        || match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        }
+}
+
 /// What pass 1 keeps of a session it accepted.
 struct Checked {
     id: String,
-    /// Skipped: the id is in the store and [`ImportOptions::skip_existing`] is set.
+    /// Skipped: the id is in the store and [`ImportOptions::skip_existing`] is set, or it is a
+    /// repeated id ([`ImportOptions::on_duplicate`]) or a file read before.
     skip: bool,
     fingerprint: Fingerprint,
     /// The session itself, when it fits in [`ImportOptions::hold_bytes`].
@@ -300,13 +373,14 @@ impl Fingerprint {
         if id != now_id {
             format!("it held session \"{id}\" when it was checked and \"{now_id}\" now")
         } else if a != b {
+            // (The message around this names the session already.)
             format!(
-                "\"{id}\" had {} events ({} bytes) when it was checked and has {} ({} bytes) now",
+                "it had {} events ({} bytes) when it was checked and has {} ({} bytes) now",
                 a.events, a.bytes, b.events, b.bytes
             )
         } else {
             format!(
-                "the content of \"{id}\" differs from when it was checked (CRC-32 {:08x}, now {:08x})",
+                "its content differs from when it was checked (CRC-32 {:08x}, now {:08x})",
                 self.crc, now.crc
             )
         }
