@@ -14,6 +14,7 @@ use clap::{Args, Parser, Subcommand};
 use sessionlog::{Config, Store};
 
 mod demo;
+mod follow;
 mod inspect;
 pub mod output;
 mod progress;
@@ -147,6 +148,11 @@ pub struct ShowArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Print the session's events, then each new one as the writer acknowledges it, until
+    /// interrupted (with --json: dsh's JSONL, header line first). Survives the writer
+    /// closing, crashing and reopening.
+    #[arg(long, conflicts_with_all = ["events", "messages", "surface", "stats"])]
+    pub follow: bool,
 }
 
 /// A command's failure: printed as `sessionlog: error: …` with exit code 2.
@@ -192,6 +198,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Import(args) => transfer::import(&cli.store, &args),
         Command::Export(args) => transfer::export(&cli.store, &args),
         Command::List { json } => inspect::list(&cli.store, json),
+        Command::Show(args) if args.follow => follow::show_follow(&cli.store, &args),
         Command::Show(args) => inspect::show(&cli.store, &args),
         Command::Verify { sessions } => verify::verify(&cli.store, &sessions),
         Command::Recover { salvage } => recover(&cli.store, salvage),

@@ -15,7 +15,16 @@ pub(crate) struct StoreLock {
     _file: Option<File>,
 }
 
+/// How long a writer retries a lock held shared (by a reader's probe, which holds it for
+/// microseconds) before reporting the store locked.
+const PROBE_PATIENCE: std::time::Duration = std::time::Duration::from_millis(250);
+
 impl StoreLock {
+    /// No lock: a reader (see `store::live`) takes none.
+    pub(crate) fn none() -> StoreLock {
+        StoreLock { _file: None }
+    }
+
     /// Takes the lock: exclusive for a writer (recording our process id; `LOCK` is created
     /// with mode 0600 when missing), shared for a reader.
     ///
@@ -50,10 +59,21 @@ impl StoreLock {
                 Err(e) => return Err(io(e)),
             }
         };
-        let attempt = if exclusive {
-            file.try_lock()
-        } else {
-            file.try_lock_shared()
+        // A reader's liveness probe holds the lock shared for an instant: retry briefly
+        // before calling the store locked.
+        let deadline = std::time::Instant::now() + PROBE_PATIENCE;
+        let attempt = loop {
+            let attempt = if exclusive {
+                file.try_lock()
+            } else {
+                file.try_lock_shared()
+            };
+            match attempt {
+                Err(TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                other => break other,
+            }
         };
         match attempt {
             Ok(()) => {}

@@ -22,8 +22,10 @@ mod append;
 mod commit;
 mod config;
 mod create;
+mod follow;
 #[cfg(feature = "internals")]
 mod internals;
+mod live;
 mod lock;
 mod open;
 mod read;
@@ -34,6 +36,9 @@ use open::open_index;
 mod verify;
 
 pub use verify::{InvariantCheck, VerifyReport};
+
+pub use follow::{FOLLOW_RETRY, FollowError, FollowUpdate, Follower};
+pub use live::{ACK_FILE, ReaderView};
 
 pub use session::{ForkFailure, Intent, Session, now_ms};
 
@@ -169,6 +174,10 @@ pub struct Store {
     listeners: RwLock<Vec<(u64, Listener)>>,
     next_listener: AtomicU64,
     listener_failures: AtomicU64,
+    /// A reader's view of the log (`None` for a read-write store).
+    view: Option<live::ReaderView>,
+    /// A writer's published position (`ACKED`).
+    publisher: Option<Arc<live::Publisher>>,
     _lock: lock::StoreLock,
 }
 
@@ -209,7 +218,17 @@ impl Store {
                 ),
             });
         }
-        let store_lock = lock::StoreLock::acquire(&dir.join(LOCK_FILE), writable)?;
+        // A reader takes no lock: it must never keep a writer out (see `live`).
+        let store_lock = if writable {
+            lock::StoreLock::acquire(&dir.join(LOCK_FILE), true)?
+        } else {
+            lock::StoreLock::none()
+        };
+        let publisher = if writable {
+            Some(Arc::new(live::Publisher::start(&dir)?))
+        } else {
+            None
+        };
         let segments = Arc::new(
             Segments::new(config.fs.clone(), dir.join(SEGMENTS_DIR), writable)
                 .map_err(io(dir.join(SEGMENTS_DIR)))?,
@@ -217,7 +236,13 @@ impl Store {
         let limits = FrameLimits {
             max_frame_bytes: config.max_frame_bytes,
         };
-        let (index, recovered) = open_index(&dir, &segments, &config, limits)?;
+        let (index, recovered, view) = if writable {
+            let (index, recovered) = open_index(&dir, &segments, &config, limits)?;
+            (index, recovered, None)
+        } else {
+            let r = live::open_reader_index(&dir, &segments, &config, limits)?;
+            (r.index, r.recovered, Some(r.view))
+        };
         let index = Arc::new(index);
         let committer = writable.then(|| {
             Arc::new(Committer::new(
@@ -236,6 +261,10 @@ impl Store {
                 recovered.watermark,
             ))
         });
+        if let (Some(c), Some(p)) = (&committer, &publisher) {
+            p.publish(live::WriterState::Open, &recovered.watermark);
+            c.set_publisher(p.clone());
+        }
         if let Some(c) = &committer {
             // `segments/`, the store directory and (when this open created it) the store
             // directory's own entry; synced before the first frame is written.
@@ -276,6 +305,8 @@ impl Store {
             listeners: RwLock::new(Vec::new()),
             next_listener: AtomicU64::new(1),
             listener_failures: AtomicU64::new(0),
+            view,
+            publisher,
             _lock: store_lock,
         };
         if !writable {
@@ -317,7 +348,12 @@ impl Store {
             .collect();
         let mut failures = Vec::new();
         for number in behind {
-            let mut core = Core::default();
+            // A reader's refresh continues the state it folded before.
+            let shared = self.core(number);
+            let mut core = Core {
+                state: lock(&shared).state.take(),
+                ..Core::default()
+            };
             match self.load_state_read_only(number, &mut core) {
                 Ok(()) => {
                     let row = self.registry().get(number).cloned();
@@ -325,7 +361,7 @@ impl Store {
                         set_surface(&mut row, state);
                         self.registry_mut().put(row);
                     }
-                    lock(&self.cores).insert(number, Arc::new(Mutex::new(core)));
+                    lock(&shared).state = core.state;
                 }
                 Err(e) => {
                     let id = self
@@ -529,10 +565,13 @@ impl Store {
                 self.checkpoint_state(number, &mut core)?;
             }
         }
-        if !c.needs_checkpoint() {
-            return Ok(());
+        if c.needs_checkpoint() {
+            c.commit(c.staged_lsn(), Goal::Durable, true)?;
         }
-        c.commit(c.staged_lsn(), Goal::Durable, true)
+        if let Some(p) = &self.publisher {
+            p.publish(live::WriterState::Closed, &c.watermark());
+        }
+        Ok(())
     }
 }
 

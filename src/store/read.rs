@@ -280,10 +280,15 @@ impl Store {
         let Some(row) = registry_row else {
             return Err(ReadError::NoSuchSession(format!("#{number}")));
         };
-        // As in `ensure_state`: an unusable checkpoint means a replay from seq 0.
-        let (covered, mut state) = match self.state_checkpoint(number, row.next_seq) {
-            Some(checkpoint) => checkpoint,
-            None => (0, SessionState::with_invariants(InvariantMode::Off)),
+        // A state already folded (a reader's refresh) continues from where it stopped. As in
+        // `ensure_state`: an unusable checkpoint means a replay from seq 0.
+        let folded = core.state.take().filter(|s| s.next_seq() <= row.next_seq);
+        let (covered, mut state) = match folded {
+            Some(state) => (state.next_seq(), state),
+            None => match self.state_checkpoint(number, row.next_seq) {
+                Some(checkpoint) => checkpoint,
+                None => (0, SessionState::with_invariants(InvariantMode::Off)),
+            },
         };
         state.set_invariant_mode(InvariantMode::Off);
         let mut cache = FrameCache::default();
