@@ -439,6 +439,13 @@ fn in_cli_words(e: &(dyn std::error::Error + 'static)) -> String {
         Some(sessionlog::OpenError::TornTail { position, reason }) => format!(
             "torn write at the log tail at {position}: {reason}; `sessionlog recover` cuts it"
         ),
+        Some(sessionlog::OpenError::Locked { path, pid }) => format!(
+            "the store {} is open for writing in another process{}; one process writes at a \
+             time: wait for it to finish or stop it (list, show, show --follow, export and verify \
+             work beside it)",
+            human_path(path.parent().unwrap_or(path)),
+            pid.map(|p| format!(" (process {p})")).unwrap_or_default()
+        ),
         _ => e.to_string(),
     }
 }

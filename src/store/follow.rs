@@ -60,7 +60,10 @@ pub struct Follower {
     session: String,
     /// The incarnation followed (`None` until the session exists).
     incarnation: Option<u64>,
+    /// The seq of the next event delivered.
     next: Seq,
+    /// The seq of the next event read (queued events lie between the two).
+    fetched: Seq,
     queue: VecDeque<FollowUpdate>,
     alive: bool,
     ended: bool,
@@ -81,6 +84,7 @@ impl Store {
             session: session.to_owned(),
             incarnation,
             next: from,
+            fetched: from,
             queue: VecDeque::new(),
             alive: view.writer_alive,
             ended: false,
@@ -106,6 +110,9 @@ impl Follower {
         let mut failing_since: Option<Instant> = None;
         loop {
             if let Some(u) = self.queue.pop_front() {
+                if let FollowUpdate::Event(e) = &u {
+                    self.next = e.seq + 1;
+                }
                 return Ok(u);
             }
             if self.ended {
@@ -159,12 +166,12 @@ impl Follower {
             }
         }
         let len = self.store.len(&self.session).unwrap_or(0);
-        if len <= self.next {
+        if len <= self.fetched {
             return Ok(());
         }
-        for event in self.store.events(&self.session, self.next..len)? {
+        for event in self.store.events(&self.session, self.fetched..len)? {
             let event = event?;
-            self.next = event.seq + 1;
+            self.fetched = event.seq + 1;
             self.queue.push_back(FollowUpdate::Event(event));
         }
         Ok(())

@@ -242,9 +242,13 @@ pub(super) fn open_reader_index(
         let alive = writer_alive(dir)?;
         let Some(bound) = bound_for(alive, before) else {
             if started.elapsed() > READER_PATIENCE {
-                return Err(OpenError::Locked {
-                    path: dir.join(LOCK_FILE),
-                    pid: before.map(|p| p.pid),
+                return Err(OpenError::Io {
+                    path: dir.join(ACK_FILE),
+                    source: std::io::Error::other(
+                        "a writer holds the store but has published no position for 10 s (a \
+                         sessionlog older than this one, or one still recovering a large store); \
+                         try again later, or stop that writer",
+                    ),
                 });
             }
             std::thread::sleep(Duration::from_millis(10));
