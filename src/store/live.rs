@@ -210,15 +210,36 @@ pub struct ReaderView {
 }
 
 /// Where a reader stops reading: the published position while a writer is alive, the end of
-/// the log's valid prefix when none is. `None` when a live writer published nothing yet.
-fn bound_for(alive: bool, published: Option<Published>) -> Option<Option<LogPosition>> {
+/// the log's valid prefix when none is. `None` while a live writer is recovering (it keeps
+/// the whole valid prefix, which a reader may have shown while no writer was alive: reading
+/// the previous writer's position meanwhile could show fewer events than a moment before) or
+/// has published nothing yet.
+///
+/// `ACKED` written by another process than the one holding `LOCK` is a previous writer's: the
+/// live one took the lock and has not announced itself yet, so it is treated as recovering.
+fn bound_for(dir: &Path, alive: bool, published: Option<Published>) -> Option<Option<LogPosition>> {
     if !alive {
         return Some(None);
     }
     match published {
-        Some(p) if p.position.segment != 0 => Some(Some(p.position)),
+        Some(p)
+            if p.position.segment != 0
+                && p.state == WriterState::Open
+                && lock_holder(dir) == Some(p.pid) =>
+        {
+            Some(Some(p.position))
+        }
         _ => None,
     }
+}
+
+/// The process id a writer recorded in `LOCK` (`None` while it is being rewritten).
+fn lock_holder(dir: &Path) -> Option<u32> {
+    use std::io::Read;
+    let file = File::open(dir.join(LOCK_FILE)).ok()?;
+    let mut text = String::new();
+    file.take(32).read_to_string(&mut text).ok()?;
+    text.trim().parse().ok()
 }
 
 /// A reader's index and recovery result, with the view they describe.
@@ -240,7 +261,15 @@ pub(super) fn open_reader_index(
     loop {
         let before = read_published_settled(dir);
         let alive = writer_alive(dir)?;
-        let Some(bound) = bound_for(alive, before) else {
+        let bound = match (bound_for(dir, alive, before), before) {
+            (Some(bound), _) => Some(bound),
+            // A writer recovering for longer than a reader waits: the previous position.
+            (None, Some(p)) if p.position.segment != 0 && started.elapsed() > READER_PATIENCE => {
+                Some(Some(p.position))
+            }
+            (None, _) => None,
+        };
+        let Some(bound) = bound else {
             if started.elapsed() > READER_PATIENCE {
                 return Err(OpenError::Io {
                     path: dir.join(ACK_FILE),
@@ -333,7 +362,7 @@ impl Store {
         let alive = writer_alive(&self.dir)?;
         let generation = published.map_or(0, |p| p.generation);
         let writer_closed = !alive && published.is_none_or(|p| p.state == WriterState::Closed);
-        let Some(bound) = bound_for(alive, published) else {
+        let Some(bound) = bound_for(&self.dir, alive, published) else {
             self.view = Some(ReaderView {
                 writer_alive: alive,
                 generation,

@@ -13,6 +13,7 @@ mod crash_import;
 mod crash_kill;
 mod hygiene;
 mod index_damage;
+mod live_readers;
 
 /// Every test of this binary takes this lock and runs alone. A test that spawns the CLI forks
 /// while another test's store is open, and the child holds copies of every open descriptor
