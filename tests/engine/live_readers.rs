@@ -147,11 +147,9 @@ fn a_reader_works_with_the_index_deleted_and_the_writer_rebuilds_it_after() {
 }
 
 fn next_event(f: &mut sessionlog::store::Follower) -> FollowUpdate {
-    loop {
-        match f.next_update(Duration::from_secs(10)).unwrap() {
-            FollowUpdate::Idle => panic!("nothing within 10 s"),
-            u => return u,
-        }
+    match f.next_update(Duration::from_secs(10)).unwrap() {
+        FollowUpdate::Idle => panic!("nothing within 10 s"),
+        u => u,
     }
 }
 
