@@ -418,14 +418,24 @@ impl Store {
             }
         }
         {
+            // A deleted session's state goes. A grown session's state is set aside (reads
+            // then fold from the log, never from a stale state) and folded on from where it
+            // was when its counters are next asked for (`fold_behind`), so a refresh costs
+            // only the scan of the new frames.
             let mut cores = lock(&self.cores);
-            // A deleted session's state goes; the others are folded on from where they were.
+            let mut grown = lock(&self.grown);
             cores.retain(|number, _| registry.get(*number).is_some());
+            grown.retain(|number, _| registry.get(*number).is_some());
+            for row in registry.live() {
+                if row.surface_covered < row.next_seq
+                    && let Some(core) = cores.remove(&row.number)
+                    && let Some(state) = lock(&core).state.take()
+                {
+                    grown.insert(row.number, state);
+                }
+            }
         }
         *self.registry_mut() = registry;
-        let pending = self.report.recovery_pending.take();
-        self.catch_up_in_memory();
-        self.report.recovery_pending = pending;
         Ok(true)
     }
 }

@@ -178,6 +178,8 @@ pub struct Store {
     view: Option<live::ReaderView>,
     /// A writer's published position (`ACKED`).
     publisher: Option<Arc<live::Publisher>>,
+    /// A reader's states of sessions that grew at a refresh, folded on when next needed.
+    grown: Mutex<HashMap<u64, SessionState>>,
     _lock: lock::StoreLock,
 }
 
@@ -307,6 +309,7 @@ impl Store {
             listener_failures: AtomicU64::new(0),
             view,
             publisher,
+            grown: Mutex::new(HashMap::new()),
             _lock: store_lock,
         };
         if !writable {
@@ -339,11 +342,19 @@ impl Store {
     /// folded in memory, so counters such as the surface length are right. Nothing is
     /// written; a session whose replay fails is reported in `catch_up_failures`.
     fn catch_up_in_memory(&mut self) {
+        self.report.catch_up_failures = self.fold_behind(None);
+    }
+
+    /// For a reader: folds the state of every session (or of `only`) whose surface counters
+    /// do not cover its last event (after a refresh made it grow), continuing the state
+    /// folded before. Returns the sessions whose replay failed (their error returns when
+    /// they are read).
+    pub(crate) fn fold_behind(&self, only: Option<u64>) -> Vec<(String, String)> {
         let behind: Vec<u64> = self
             .registry()
             .live()
             .iter()
-            .filter(|r| r.surface_covered < r.next_seq)
+            .filter(|r| r.surface_covered < r.next_seq && only.is_none_or(|n| n == r.number))
             .map(|r| r.number)
             .collect();
         let mut failures = Vec::new();
@@ -354,6 +365,7 @@ impl Store {
                 state: lock(&shared).state.take(),
                 ..Core::default()
             };
+
             match self.load_state_read_only(number, &mut core) {
                 Ok(()) => {
                     let row = self.registry().get(number).cloned();
@@ -373,7 +385,7 @@ impl Store {
                 }
             }
         }
-        self.report.catch_up_failures = failures;
+        failures
     }
 
     fn catch_up_into(&self, failures: &mut Vec<(String, String)>) -> Result<(), AppendError> {

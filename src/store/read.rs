@@ -178,12 +178,20 @@ impl Store {
     /// Every live session with its counters, in creation order. Reads only the in-memory
     /// registry (no segment is opened).
     pub fn sessions(&self) -> Vec<SessionInfo> {
+        if self.view.is_some() {
+            self.fold_behind(None);
+        }
         self.registry().live().into_iter().map(info_of).collect()
     }
 
     /// One live session's counters, as [`Store::sessions`] lists them (`None`: no such
     /// session). Reads only the in-memory registry.
     pub fn session_info(&self, session: &str) -> Option<SessionInfo> {
+        if self.view.is_some()
+            && let Some(number) = self.number_of(session)
+        {
+            self.fold_behind(Some(number));
+        }
         self.registry().by_id(session).map(info_of)
     }
 
@@ -201,6 +209,9 @@ impl Store {
     /// linked list: no event is read.
     pub fn surface(&self, session: &str) -> Result<Vec<Seq>, ReadError> {
         let (number, _) = self.number(session)?;
+        if self.view.is_some() {
+            self.fold_behind(Some(number));
+        }
         let core = self.core(number);
         let core = lock(&core);
         if let Some(state) = &core.state {
@@ -282,7 +293,11 @@ impl Store {
         };
         // A state already folded (a reader's refresh) continues from where it stopped. As in
         // `ensure_state`: an unusable checkpoint means a replay from seq 0.
-        let folded = core.state.take().filter(|s| s.next_seq() <= row.next_seq);
+        let folded = core
+            .state
+            .take()
+            .or_else(|| lock(&self.grown).remove(&number))
+            .filter(|s| s.next_seq() <= row.next_seq);
         let (covered, mut state) = match folded {
             Some(state) => (state.next_seq(), state),
             None => match self.state_checkpoint(number, row.next_seq) {

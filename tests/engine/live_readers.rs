@@ -225,3 +225,43 @@ fn following_needs_a_reader() {
     let w = Store::open(dir.path(), config(Durability::Sync)).unwrap();
     assert!(matches!(w.follow("s", 0), Err(FollowError::NotAReader)));
 }
+
+#[test]
+fn a_refreshed_reader_answers_as_the_writer_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = Store::open(dir.path(), config(Durability::Sync)).unwrap();
+    fill(&w, 3, 40);
+    let mut r = reader(dir.path());
+    let same = |r: &Store, w: &Store| {
+        assert_eq!(r.sessions(), w.sessions());
+        for id in ["s0", "s1", "s2"] {
+            assert_eq!(r.session_info(id), w.session_info(id), "{id}");
+            assert_eq!(r.surface(id).unwrap(), w.surface(id).unwrap(), "{id}");
+            assert_eq!(
+                r.messages(id).unwrap(),
+                w.messages(id).unwrap(),
+                "{id} messages"
+            );
+            assert_eq!(read_all(r, id), read_all(w, id), "{id} events");
+        }
+    };
+    same(&r, &w);
+    // Grown twice before anything is read (the state set aside is folded on), then once
+    // with the surface read first.
+    for round in 0..3u64 {
+        for (t, id) in ["s0", "s2"].into_iter().enumerate() {
+            let t = if t == 0 { 0 } else { 2 };
+            for seq in 40 + round * 25..40 + (round + 1) * 25 {
+                w.append(id, synthetic_event(seq, t)).unwrap();
+            }
+        }
+        assert!(r.refresh().unwrap());
+        if round == 2 {
+            assert_eq!(r.surface("s2").unwrap(), w.surface("s2").unwrap());
+        }
+        if round != 0 {
+            same(&r, &w);
+        }
+    }
+    assert!(r.verify().unwrap().is_clean());
+}
