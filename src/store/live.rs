@@ -352,8 +352,8 @@ impl Store {
     /// Brings a reader up to date with the log: reads what a live writer published since
     /// (or, with no live writer, every whole operation written since). Returns true when
     /// something new became visible. Cheap when nothing changed: one 44-byte read and a
-    /// lock probe. A read-write store has nothing to refresh ([`AppendError::ReadOnly`]'s
-    /// opposite: it always returns `Ok(false)`).
+    /// lock probe; otherwise it scans only the new frames. A read-write store is always up
+    /// to date (`Ok(false)`).
     pub fn refresh(&mut self) -> Result<bool, OpenError> {
         let Some(view) = self.view else {
             return Ok(false);

@@ -1,4 +1,4 @@
-//! The store's lock file: one writer process, or any number of readers.
+//! The store's lock file: one writer process at a time (readers take no lock: `store::live`).
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -26,10 +26,9 @@ impl StoreLock {
     }
 
     /// Takes the lock: exclusive for a writer (recording our process id; `LOCK` is created
-    /// with mode 0600 when missing), shared for a reader.
-    ///
-    /// A reader of a store without `LOCK` (one that never had a writer, or a copy) takes no
-    /// lock and creates nothing: read commands never modify the store.
+    /// with mode 0600 when missing), shared otherwise (the store itself opens readers with
+    /// [`StoreLock::none`]; a shared lock of a store without `LOCK` takes nothing and
+    /// creates nothing).
     pub(crate) fn acquire(path: &Path, exclusive: bool) -> Result<StoreLock, OpenError> {
         let io = |source| OpenError::Io {
             path: path.to_path_buf(),

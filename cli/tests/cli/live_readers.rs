@@ -204,6 +204,48 @@ fn readers_and_followers_beside_a_writer_that_is_killed_and_replaced() {
             "verify beside a writer found: {line}"
         );
     }
+    // Export beside the writer: every event acknowledged before it started.
+    let before = acked(&acks, 2);
+    let exported = dir.path().join("w2.jsonl");
+    let export = bin()
+        .args([
+            "--store",
+            store.to_str().unwrap(),
+            "export",
+            "--format",
+            "jsonl",
+            "--out",
+        ])
+        .arg(&exported)
+        .arg("w2")
+        .output()
+        .unwrap();
+    assert!(
+        export.status.success(),
+        "{}",
+        String::from_utf8_lossy(&export.stderr)
+    );
+    let lines = std::fs::read_to_string(&exported).unwrap().lines().count() as u64;
+    assert!(
+        lines > before,
+        "the export holds {lines} lines, {before} events were acknowledged"
+    );
+    // A second writer is refused, in CLI words, naming the writer; no "open read-only".
+    let import = bin()
+        .args(["--store", store.to_str().unwrap(), "import"])
+        .arg(&exported)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&import.stderr);
+    assert_eq!(import.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "open for writing in another process (process {})",
+            writer.id()
+        )) && err.contains("list, show, show --follow, export and verify work beside it")
+            && !err.contains("read-only"),
+        "{err}"
+    );
     // Kill the writer mid-stream: the followers say so, and go on when a new one opens.
     writer.kill().unwrap();
     writer.wait().unwrap();
