@@ -222,11 +222,8 @@ fn bound_for(dir: &Path, alive: bool, published: Option<Published>) -> Option<Op
         return Some(None);
     }
     match published {
-        Some(p)
-            if p.position.segment != 0
-                && p.state == WriterState::Open
-                && lock_holder(dir) == Some(p.pid) =>
-        {
+        // Segment 0: the writer's log is empty.
+        Some(p) if p.state == WriterState::Open && lock_holder(dir) == Some(p.pid) => {
             Some(Some(p.position))
         }
         _ => None,

@@ -265,3 +265,22 @@ fn a_refreshed_reader_answers_as_the_writer_does() {
     }
     assert!(r.verify().unwrap().is_clean());
 }
+
+#[test]
+fn a_reader_of_a_live_writers_empty_store_opens_at_once_and_follows_its_first_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = Store::open(dir.path(), config(Durability::Sync)).unwrap();
+    // An empty log is a published position: the open neither waits nor fails (a live writer
+    // that published nothing makes it fail after 10 s).
+    let r = reader(dir.path());
+    assert!(r.reader_view().unwrap().writer_alive);
+    assert!(r.sessions().is_empty());
+    // A session that does not exist yet is followed from its creation.
+    let mut f = r.follow("new", 0).unwrap();
+    w.create_session(SessionHeader::new("new", 1)).unwrap();
+    w.append("new", synthetic_event(0, 0)).unwrap();
+    assert_eq!(
+        next_event(&mut f),
+        FollowUpdate::Event(synthetic_event(0, 0))
+    );
+}
