@@ -111,7 +111,7 @@ impl Follower {
         loop {
             if let Some(u) = self.queue.pop_front() {
                 if let FollowUpdate::Event(e) = &u {
-                    self.next = e.seq + 1;
+                    self.next = e.seq.saturating_add(1);
                 }
                 return Ok(u);
             }
@@ -171,7 +171,7 @@ impl Follower {
         }
         for event in self.store.events(&self.session, self.fetched..len)? {
             let event = event?;
-            self.fetched = event.seq + 1;
+            self.fetched = event.seq.saturating_add(1);
             self.queue.push_back(FollowUpdate::Event(event));
         }
         Ok(())

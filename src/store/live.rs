@@ -372,7 +372,9 @@ impl Store {
         // published position) keeps the view where it is.
         let bound = bound.map(|b| b.max(view.end));
         let same = alive == view.writer_alive && generation == view.generation;
-        if same && alive && bound == Some(view.end) {
+        // With no writer since the last look (the same generation: a writer that opened
+        // meanwhile would have moved it), the log has not changed.
+        if same && (!alive || bound == Some(view.end)) {
             return Ok(false);
         }
         self.segments.set_bound(bound);
