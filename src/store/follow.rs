@@ -33,7 +33,7 @@ pub enum FollowUpdate {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FollowError {
-    /// The store could not be brought up to date (for as long as [`FOLLOW_RETRY`]).
+    /// The store could not be brought up to date (for 5 seconds of attempts).
     #[error(transparent)]
     Open(#[from] OpenError),
     /// An event could not be read.
@@ -48,7 +48,7 @@ pub enum FollowError {
 
 /// How long refreshing may keep failing (a writer rewriting the log's tail in its recovery
 /// while it is read) before the error is returned.
-pub const FOLLOW_RETRY: Duration = Duration::from_secs(5);
+pub(crate) const FOLLOW_RETRY: Duration = Duration::from_secs(5);
 
 /// How often the published position is polled.
 const POLL: Duration = Duration::from_millis(20);

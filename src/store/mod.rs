@@ -37,7 +37,7 @@ mod verify;
 
 pub use verify::{InvariantCheck, VerifyReport};
 
-pub use follow::{FOLLOW_RETRY, FollowError, FollowUpdate, Follower};
+pub use follow::{FollowError, FollowUpdate, Follower};
 pub use live::{ACK_FILE, ReaderView};
 
 pub use session::{ForkFailure, Intent, Session, now_ms};
