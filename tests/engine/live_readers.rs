@@ -243,6 +243,13 @@ fn a_refreshed_reader_answers_as_the_writer_does() {
                 "{id} messages"
             );
             assert_eq!(read_all(r, id), read_all(w, id), "{id} events");
+            let resumed = r.resume(id).unwrap();
+            assert_eq!(resumed.len(), w.len(id).unwrap(), "{id} resume");
+            assert_eq!(
+                resumed.messages().unwrap(),
+                w.messages(id).unwrap(),
+                "{id} resume"
+            );
         }
     };
     same(&r, &w);
