@@ -67,6 +67,8 @@ pub struct Follower {
     queue: VecDeque<FollowUpdate>,
     alive: bool,
     ended: bool,
+    /// Since when refreshing has been failing (across calls).
+    failing_since: Option<Instant>,
 }
 
 impl Store {
@@ -88,6 +90,7 @@ impl Store {
             queue: VecDeque::new(),
             alive: view.writer_alive,
             ended: false,
+            failing_since: None,
         })
     }
 }
@@ -107,7 +110,6 @@ impl Follower {
     /// happened). After [`FollowUpdate::SessionGone`], every call returns it again.
     pub fn next_update(&mut self, timeout: Duration) -> Result<FollowUpdate, FollowError> {
         let deadline = Instant::now() + timeout;
-        let mut failing_since: Option<Instant> = None;
         loop {
             if let Some(u) = self.queue.pop_front() {
                 if let FollowUpdate::Event(e) = &u {
@@ -128,9 +130,9 @@ impl Follower {
             }
             std::thread::sleep(POLL.min(deadline - now));
             match self.store.refresh() {
-                Ok(_) => failing_since = None,
+                Ok(_) => self.failing_since = None,
                 Err(e) => {
-                    let since = *failing_since.get_or_insert(now);
+                    let since = *self.failing_since.get_or_insert(now);
                     if since.elapsed() > FOLLOW_RETRY {
                         return Err(e.into());
                     }

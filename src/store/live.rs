@@ -355,6 +355,16 @@ impl Store {
         let Some(view) = self.view else {
             return Ok(false);
         };
+        if !self.dir.is_dir() {
+            // Removed or moved away: nothing more will ever be published here.
+            return Err(OpenError::Io {
+                path: self.dir.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "the store directory is gone",
+                ),
+            });
+        }
         let published = read_published_settled(&self.dir);
         let alive = writer_alive(&self.dir)?;
         let generation = published.map_or(0, |p| p.generation);

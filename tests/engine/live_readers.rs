@@ -342,3 +342,33 @@ fn a_reader_refreshing_beside_a_writer_across_segment_rolls_sees_a_growing_prefi
     );
     assert!(r.verify().unwrap().is_clean());
 }
+
+#[test]
+fn a_follower_of_a_removed_store_fails_instead_of_waiting_forever() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s");
+    {
+        let w = Store::open(&store, config(Durability::Sync)).unwrap();
+        fill(&w, 1, 3);
+    }
+    let mut r = reader(&store);
+    let mut f = reader(&store).follow("s0", 3).unwrap();
+    std::fs::remove_dir_all(&store).unwrap();
+    match r.refresh() {
+        Err(OpenError::Io { source, .. }) => {
+            assert_eq!(source.kind(), std::io::ErrorKind::NotFound)
+        }
+        other => panic!("refresh of a removed store: {other:?}"),
+    }
+    // Polled with short timeouts (as `show --follow` does), the follower gives up after its
+    // retry time instead of reporting `Idle` forever.
+    let failed = (0..100).find_map(|_| match f.next_update(Duration::from_millis(200)) {
+        Ok(FollowUpdate::Idle) => None,
+        Ok(other) => panic!("{other:?}"),
+        Err(e) => Some(e),
+    });
+    assert!(
+        matches!(failed, Some(FollowError::Open(OpenError::Io { .. }))),
+        "{failed:?}"
+    );
+}

@@ -98,6 +98,14 @@ fn follow(store: &Path, session: &str) -> Follower {
     Follower { child, out, err }
 }
 
+impl Drop for Follower {
+    /// A failing test leaves no follower running.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Follower {
     fn events(&self) -> usize {
         self.out.lock().unwrap().len().saturating_sub(1)
@@ -109,7 +117,7 @@ impl Follower {
     /// from seq 0, each exactly once and in order, each the event the writer appended.
     fn finish(mut self, session: &str, t: u64) -> usize {
         let _ = self.child.kill();
-        self.child.wait().unwrap();
+        let _ = self.child.wait();
         std::thread::sleep(Duration::from_millis(50));
         let out = self.out.lock().unwrap();
         let header: serde_json::Value = serde_json::from_str(&out[0]).unwrap();
