@@ -167,7 +167,7 @@ pub enum Damage {
 pub enum OpenError {
     /// Another process holds the store's write lock.
     #[error(
-        "store {path} is locked by another writer{}; close it or open read-only",
+        "store {path} is open for writing in another process{}; one process writes at a time: close that writer first (readers need no lock: Store::open_reader, or sessionlog list/show/export/verify, work beside it)",
         pid.map(|p| format!(" (process {p})")).unwrap_or_default()
     )]
     Locked {

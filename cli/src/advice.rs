@@ -66,6 +66,13 @@ fn typed_words(e: &(dyn std::error::Error + 'static)) -> String {
         Some(OpenError::TornTail { position, reason }) => format!(
             "torn write at the log tail at {position}: {reason}; `sessionlog recover` cuts it"
         ),
+        Some(OpenError::Locked { path, pid }) => format!(
+            "the store {} is open for writing in another process{}; one process writes at a \
+             time: wait for it to finish or stop it (list, show, show --follow, export and verify \
+             work beside it)",
+            crate::output::human_path(path.parent().unwrap_or(path)),
+            pid.map(|p| format!(" (process {p})")).unwrap_or_default()
+        ),
         _ => match no_room(e) {
             // The library's words for an index it could not write would send the reader to
             // `recover`; the cause is the room.

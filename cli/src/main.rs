@@ -18,6 +18,7 @@ use sessionlog::{Config, Store};
 mod advice;
 mod demo;
 mod docs;
+mod follow;
 mod inspect;
 pub mod output;
 mod progress;
@@ -175,6 +176,11 @@ pub struct ShowArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Print the session's events, then each new one as the writer acknowledges it, until
+    /// interrupted (with --json: dsh's JSONL, header line first). Survives the writer
+    /// closing, crashing and reopening.
+    #[arg(long, conflicts_with_all = ["events", "messages", "surface", "stats"])]
+    pub follow: bool,
 }
 
 /// A command's failure: printed as `sessionlog: error: …` with exit code 2.
@@ -241,6 +247,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Import(args) => transfer::import(&store, &args),
         Command::Export(args) => transfer::export(&store, &args),
         Command::List { json } => inspect::list(&store, json),
+        Command::Show(args) if args.follow => follow::show_follow(&store, &args),
         Command::Show(args) => inspect::show(&store, &args),
         Command::Verify { sessions } => verify::verify(&store, &sessions),
         Command::Recover { salvage } => recover(&store, salvage),

@@ -59,7 +59,7 @@ fn import_target(dir: &Path) -> Result<Target, Box<dyn std::error::Error>> {
     }
 }
 
-/// Removes what a failed import created: the store's files (`LOCK`, `index.redb`,
+/// Removes what a failed import created: the store's files (`LOCK`, `ACKED`, `index.redb`,
 /// `segments/`), and the directory itself when the import made it. Only those names: anything
 /// else that appeared meanwhile stays (and so does the directory holding it).
 fn remove_created(dir: &Path, target: &Target) {
@@ -67,7 +67,7 @@ fn remove_created(dir: &Path, target: &Target) {
         return;
     }
     let _ = std::fs::remove_dir_all(dir.join("segments"));
-    for file in ["index.redb", "LOCK"] {
+    for file in ["index.redb", "LOCK", "ACKED"] {
         let _ = std::fs::remove_file(dir.join(file));
     }
     if matches!(target, Target::Missing) {

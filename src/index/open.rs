@@ -99,24 +99,29 @@ impl Index {
         })
     }
 
-    /// Opens `index.redb` for a read-only store without modifying it: the file itself when
-    /// its last writer closed it, otherwise (a writer crashed, leaving redb commits that need
-    /// repair) a copy repaired in memory, with the reason.
+    /// Opens `index.redb` for a read-only store without modifying it, and without holding
+    /// it open: a read-only redb handle on the file would keep a writer from opening it
+    /// (redb's `ExclusiveWriter` mode), so the file is read once into memory and the copy is
+    /// opened there. A copy whose writer did not close it (it crashed) is repaired in memory,
+    /// and the reason returned.
     pub fn open_for_reading(path: &Path) -> Result<(Index, Option<String>), IndexError> {
-        let opened = guarded("index.redb", || Ok(ReadOnlyDatabase::open(path)))?;
-        match opened {
-            Ok(db) => Ok((
-                Index {
-                    db: Some(Db::Read(db)),
-                },
-                None,
-            )),
-            Err(redb::DatabaseError::RepairAborted) => Ok((
-                Index::copy_in_memory(path)?,
-                Some("the last writer did not close the index (it crashed or was killed)".into()),
-            )),
-            Err(e) => Err(open_error(path, e)),
-        }
+        let bytes = std::fs::read(path).map_err(|source| IndexError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let repaired = std::rc::Rc::new(std::cell::Cell::new(false));
+        let flag = repaired.clone();
+        let index = guarded("index.redb", || {
+            let db = Builder::new()
+                .set_repair_callback(move |_| flag.set(true))
+                .create_with_backend(memory_backend(&bytes)?)
+                .map_err(|e| open_error(path, e))?;
+            Index::init(db)
+        })?;
+        let reason = repaired
+            .get()
+            .then(|| "the last writer did not close the index (it crashed or was killed)".into());
+        Ok((index, reason))
     }
 
     fn init(db: Database) -> Result<Index, IndexError> {

@@ -27,6 +27,46 @@ pub struct Segments {
     /// Format versions of segments older than [`segment::FORMAT_VERSION`] (from their headers).
     old_versions: Mutex<BTreeMap<u64, u32>>,
     frames_read: std::sync::atomic::AtomicU64,
+    /// A reader's end of the log: segments after it are not listed, and its segment reads
+    /// as ending there (what a live writer has not published yet is not visible).
+    bound: Mutex<Option<LogPosition>>,
+}
+
+/// A segment file seen only up to a reader's bound.
+#[derive(Debug)]
+struct Bounded {
+    file: Arc<dyn StorageFile>,
+    len: u64,
+}
+
+impl StorageFile for Bounded {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        if offset.saturating_add(buf.len() as u64) > self.len {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "read past the published end of the log",
+            ));
+        }
+        self.file.read_exact_at(buf, offset)
+    }
+    fn write_all_at(&self, _: &[u8], _: u64) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "a reader never writes the log",
+        ))
+    }
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.file.len()?.min(self.len))
+    }
+    fn set_len(&self, _: u64) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "a reader never writes the log",
+        ))
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 impl Segments {
@@ -42,7 +82,17 @@ impl Segments {
             handles: Mutex::new(BTreeMap::new()),
             old_versions: Mutex::new(BTreeMap::new()),
             frames_read: std::sync::atomic::AtomicU64::new(0),
+            bound: Mutex::new(None),
         })
+    }
+
+    /// Sets a reader's end of the log (`None`: the whole log is visible).
+    pub fn set_bound(&self, bound: Option<LogPosition>) {
+        *self.bound.lock().unwrap_or_else(|p| p.into_inner()) = bound;
+    }
+
+    fn bound(&self) -> Option<LogPosition> {
+        *self.bound.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The segments directory.
@@ -67,11 +117,25 @@ impl Segments {
             .filter_map(|n| segment::parse_file_name(n))
             .collect();
         numbers.sort_unstable();
+        if let Some(bound) = self.bound() {
+            numbers.retain(|&n| n <= bound.segment);
+        }
         Ok(numbers)
     }
 
     /// An open handle on segment `number` (cached).
     pub fn file(&self, number: u64) -> io::Result<Arc<dyn StorageFile>> {
+        let file = self.raw_file(number)?;
+        match self.bound() {
+            Some(b) if b.segment == number => Ok(Arc::new(Bounded {
+                file,
+                len: b.offset,
+            })),
+            _ => Ok(file),
+        }
+    }
+
+    fn raw_file(&self, number: u64) -> io::Result<Arc<dyn StorageFile>> {
         let mut handles = self.handles.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(f) = handles.get(&number) {
             return Ok(f.clone());

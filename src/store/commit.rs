@@ -236,6 +236,8 @@ pub(crate) struct Committer {
     /// Directory fsyncs a read-write open deferred to the first write (see
     /// [`Committer::defer_dir_syncs`]).
     dirs: Mutex<Option<DirSyncs>>,
+    /// Publishes the log position of each durable commit for readers (`ACKED`).
+    publisher: std::sync::OnceLock<Arc<super::live::Publisher>>,
 }
 
 /// Directories whose entries must be durable before the first frame is written.
@@ -306,6 +308,7 @@ impl Committer {
             index,
             encoder: Mutex::new(frame::Encoder::new(config.zstd_level)),
             dirs: Mutex::new(None),
+            publisher: std::sync::OnceLock::new(),
             config,
         }
     }
@@ -314,6 +317,16 @@ impl Committer {
     /// `segments/` itself) created just before a crash may not have a durable directory
     /// entry, and nothing may be acknowledged on top of it until it has. A store opened only
     /// to read and resume issues no fsync.
+    /// Sets where durable commits are published (once, at open).
+    pub(crate) fn set_publisher(&self, publisher: Arc<super::live::Publisher>) {
+        let _ = self.publisher.set(publisher);
+    }
+
+    /// Just past the last whole operation written.
+    pub(crate) fn watermark(&self) -> Watermark {
+        self.lock().watermark
+    }
+
     pub(crate) fn defer_dir_syncs(&self, dirs: DirSyncs) {
         *self.dirs.lock().unwrap_or_else(|p| p.into_inner()) = Some(dirs);
     }
@@ -518,6 +531,10 @@ impl Committer {
             Ok((written, checkpointed, indexed)) => {
                 st.written_lsn = upto;
                 if sync {
+                    // Under the state lock, so positions are published in order.
+                    if let Some(p) = self.publisher.get() {
+                        p.publish(super::live::WriterState::Open, &watermark);
+                    }
                     st.durable_lsn = upto;
                     if st.durable_lsn >= st.staged_lsn {
                         st.oldest_unsynced = None;

@@ -41,7 +41,8 @@ pub struct Config {
     pub durability: Durability,
     /// What recovery tolerates. Default [`RecoveryMode::TolerateTornTail`].
     pub recovery: RecoveryMode,
-    /// Open read-only (shared; no recovery writes, no appends). Nothing is modified: a store
+    /// Open as a reader ([`Store::open_reader`](crate::Store::open_reader)): no lock, no
+    /// appends, nothing modified, beside a live writer in another process or none. A store
     /// whose writer crashed, or whose index is damaged or missing, is answered from an index
     /// repaired or rebuilt in memory, and `RecoveryReport::recovery_pending` says why.
     pub read_only: bool,

@@ -1,4 +1,4 @@
-//! The store's lock file: one writer process, or any number of readers.
+//! The store's lock file: one writer process at a time (readers take no lock: `store::live`).
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -15,12 +15,20 @@ pub(crate) struct StoreLock {
     _file: Option<File>,
 }
 
+/// How long a writer retries a lock held shared (by a reader's probe, which holds it for
+/// microseconds) before reporting the store locked.
+const PROBE_PATIENCE: std::time::Duration = std::time::Duration::from_millis(250);
+
 impl StoreLock {
+    /// No lock: a reader (see `store::live`) takes none.
+    pub(crate) fn none() -> StoreLock {
+        StoreLock { _file: None }
+    }
+
     /// Takes the lock: exclusive for a writer (recording our process id; `LOCK` is created
-    /// with mode 0600 when missing), shared for a reader.
-    ///
-    /// A reader of a store without `LOCK` (one that never had a writer, or a copy) takes no
-    /// lock and creates nothing: read commands never modify the store.
+    /// with mode 0600 when missing), shared otherwise (the store itself opens readers with
+    /// [`StoreLock::none`]; a shared lock of a store without `LOCK` takes nothing and
+    /// creates nothing).
     pub(crate) fn acquire(path: &Path, exclusive: bool) -> Result<StoreLock, OpenError> {
         let io = |source| OpenError::Io {
             path: path.to_path_buf(),
@@ -50,10 +58,21 @@ impl StoreLock {
                 Err(e) => return Err(io(e)),
             }
         };
-        let attempt = if exclusive {
-            file.try_lock()
-        } else {
-            file.try_lock_shared()
+        // A reader's liveness probe holds the lock shared for an instant: retry briefly
+        // before calling the store locked.
+        let deadline = std::time::Instant::now() + PROBE_PATIENCE;
+        let attempt = loop {
+            let attempt = if exclusive {
+                file.try_lock()
+            } else {
+                file.try_lock_shared()
+            };
+            match attempt {
+                Err(TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                other => break other,
+            }
         };
         match attempt {
             Ok(()) => {}

@@ -22,8 +22,10 @@ mod append;
 mod commit;
 mod config;
 mod create;
+mod follow;
 #[cfg(feature = "internals")]
 mod internals;
+mod live;
 mod lock;
 mod open;
 mod read;
@@ -35,6 +37,9 @@ use open::open_index;
 mod verify;
 
 pub use verify::{InvariantCheck, VerifyReport};
+
+pub use follow::{FollowError, FollowUpdate, Follower};
+pub use live::{ACK_FILE, ReaderView};
 
 pub use session::{ForkFailure, Intent, Session, now_ms};
 
@@ -174,6 +179,12 @@ pub struct Store {
     listeners: RwLock<Vec<(u64, Listener)>>,
     next_listener: AtomicU64,
     listener_failures: AtomicU64,
+    /// A reader's view of the log (`None` for a read-write store).
+    view: Option<live::ReaderView>,
+    /// A writer's published position (`ACKED`).
+    publisher: Option<Arc<live::Publisher>>,
+    /// A reader's states of sessions that grew at a refresh, folded on when next needed.
+    grown: Mutex<HashMap<u64, SessionState>>,
     _lock: lock::StoreLock,
 }
 
@@ -214,7 +225,17 @@ impl Store {
                 ),
             });
         }
-        let store_lock = lock::StoreLock::acquire(&dir.join(LOCK_FILE), writable)?;
+        // A reader takes no lock: it must never keep a writer out (see `live`).
+        let store_lock = if writable {
+            lock::StoreLock::acquire(&dir.join(LOCK_FILE), true)?
+        } else {
+            lock::StoreLock::none()
+        };
+        let publisher = if writable {
+            Some(Arc::new(live::Publisher::start(&dir)?))
+        } else {
+            None
+        };
         let segments = Arc::new(
             Segments::new(config.fs.clone(), dir.join(SEGMENTS_DIR), writable)
                 .map_err(io(dir.join(SEGMENTS_DIR)))?,
@@ -222,7 +243,13 @@ impl Store {
         let limits = FrameLimits {
             max_frame_bytes: config.max_frame_bytes,
         };
-        let (index, recovered) = open_index(&dir, &segments, &config, limits)?;
+        let (index, recovered, view) = if writable {
+            let (index, recovered) = open_index(&dir, &segments, &config, limits)?;
+            (index, recovered, None)
+        } else {
+            let r = live::open_reader_index(&dir, &segments, &config, limits)?;
+            (r.index, r.recovered, Some(r.view))
+        };
         let index = Arc::new(index);
         let committer = writable.then(|| {
             Arc::new(Committer::new(
@@ -241,6 +268,10 @@ impl Store {
                 recovered.watermark,
             ))
         });
+        if let (Some(c), Some(p)) = (&committer, &publisher) {
+            p.publish(live::WriterState::Open, &recovered.watermark);
+            c.set_publisher(p.clone());
+        }
         if let Some(c) = &committer {
             // `segments/`, the store directory and (when this open created it) the store
             // directory's own entry; synced before the first frame is written.
@@ -281,6 +312,9 @@ impl Store {
             listeners: RwLock::new(Vec::new()),
             next_listener: AtomicU64::new(1),
             listener_failures: AtomicU64::new(0),
+            view,
+            publisher,
+            grown: Mutex::new(HashMap::new()),
             _lock: store_lock,
         };
         if !writable {
@@ -313,16 +347,34 @@ impl Store {
     /// folded in memory, so counters such as the surface length are right. Nothing is
     /// written; a session whose replay fails is reported in `catch_up_failures`.
     fn catch_up_in_memory(&mut self) {
+        self.report.catch_up_failures = self.fold_behind(None);
+    }
+
+    /// For a reader: folds the state of every session (or of `only`) whose surface counters
+    /// do not cover its last event (after a refresh made it grow), continuing the state
+    /// folded before. Returns the sessions whose replay failed (their error returns when
+    /// they are read).
+    pub(crate) fn fold_behind(&self, only: Option<u64>) -> Vec<(String, String)> {
         let behind: Vec<u64> = self
             .registry()
             .live()
             .iter()
-            .filter(|r| r.surface_covered < r.next_seq && !r.is_verbatim())
+            .filter(|r| {
+                r.surface_covered < r.next_seq
+                    && !r.is_verbatim()
+                    && only.is_none_or(|n| n == r.number)
+            })
             .map(|r| r.number)
             .collect();
         let mut failures = Vec::new();
         for number in behind {
-            let mut core = Core::default();
+            // A reader's refresh continues the state it folded before.
+            let shared = self.core(number);
+            let mut core = Core {
+                state: lock(&shared).state.take(),
+                ..Core::default()
+            };
+
             match self.load_state_read_only(number, &mut core) {
                 Ok(()) => {
                     let row = self.registry().get(number).cloned();
@@ -330,7 +382,7 @@ impl Store {
                         set_surface(&mut row, state);
                         self.registry_mut().put(row);
                     }
-                    lock(&self.cores).insert(number, Arc::new(Mutex::new(core)));
+                    lock(&shared).state = core.state;
                 }
                 Err(e) => {
                     let id = self
@@ -342,7 +394,7 @@ impl Store {
                 }
             }
         }
-        self.report.catch_up_failures = failures;
+        failures
     }
 
     fn catch_up_into(&self, failures: &mut Vec<(String, String)>) -> Result<(), AppendError> {
@@ -535,10 +587,13 @@ impl Store {
                 self.checkpoint_state(number, &mut core)?;
             }
         }
-        if !c.needs_checkpoint() {
-            return Ok(());
+        if c.needs_checkpoint() {
+            c.commit(c.staged_lsn(), Goal::Durable, true)?;
         }
-        c.commit(c.staged_lsn(), Goal::Durable, true)
+        if let Some(p) = &self.publisher {
+            p.publish(live::WriterState::Closed, &c.watermark());
+        }
+        Ok(())
     }
 }
 

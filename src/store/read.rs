@@ -187,12 +187,20 @@ impl Store {
     /// Every live session with its counters, in creation order. Reads only the in-memory
     /// registry (no segment is opened).
     pub fn sessions(&self) -> Vec<SessionInfo> {
+        if self.view.is_some() {
+            self.fold_behind(None);
+        }
         self.registry().live().into_iter().map(info_of).collect()
     }
 
     /// One live session's counters, as [`Store::sessions`] lists them (`None`: no such
     /// session). Reads only the in-memory registry.
     pub fn session_info(&self, session: &str) -> Option<SessionInfo> {
+        if self.view.is_some()
+            && let Some(number) = self.number_of(session)
+        {
+            self.fold_behind(Some(number));
+        }
         self.registry().by_id(session).map(info_of)
     }
 
@@ -213,6 +221,9 @@ impl Store {
         if self.is_verbatim(number) {
             let (state, _) = self.verbatim_view(number)?;
             return Ok(state.surface().nodes().to_vec());
+        }
+        if self.view.is_some() {
+            self.fold_behind(Some(number));
         }
         let core = self.core(number);
         let core = lock(&core);
@@ -293,10 +304,19 @@ impl Store {
         let Some(row) = registry_row else {
             return Err(ReadError::NoSuchSession(format!("#{number}")));
         };
-        // As in `ensure_state`: an unusable checkpoint means a replay from seq 0.
-        let (covered, mut state) = match self.state_checkpoint(number, row.next_seq) {
-            Some(checkpoint) => checkpoint,
-            None => (0, SessionState::with_invariants(InvariantMode::Off)),
+        // A state already folded (a reader's refresh) continues from where it stopped. As in
+        // `ensure_state`: an unusable checkpoint means a replay from seq 0.
+        let folded = core
+            .state
+            .take()
+            .or_else(|| lock(&self.grown).remove(&number))
+            .filter(|s| s.next_seq() <= row.next_seq);
+        let (covered, mut state) = match folded {
+            Some(state) => (state.next_seq(), state),
+            None => match self.state_checkpoint(number, row.next_seq) {
+                Some(checkpoint) => checkpoint,
+                None => (0, SessionState::with_invariants(InvariantMode::Off)),
+            },
         };
         state.set_invariant_mode(InvariantMode::Off);
         let mut cache = FrameCache::default();

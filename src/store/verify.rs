@@ -10,6 +10,9 @@ impl Store {
     /// Reads every frame of the log and checks it (CRC, record decoding, seq contiguity, and
     /// that the index points at each event). Reports every problem found.
     pub fn verify(&self) -> Result<VerifyReport, OpenError> {
+        if self.view.is_some() {
+            self.fold_behind(None);
+        }
         let numbers = self.segments.list().map_err(|source| OpenError::Io {
             path: self.segments.dir().to_path_buf(),
             source,

@@ -10,6 +10,7 @@ mod atomic_ops;
 mod bad_input;
 mod create_with_events;
 mod json;
+mod live_readers;
 mod projection_checkpoint;
 mod projection_fixtures;
 mod projection_store;

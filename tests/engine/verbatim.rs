@@ -275,3 +275,24 @@ fn verify_is_clean_with_verbatim_sessions() {
     let report = store.verify().unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
+
+#[test]
+fn a_reader_beside_the_writer_sees_verbatim_sessions_as_the_writer_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Store::open(dir.path(), config()).unwrap();
+    writer.create_verbatim(header("v"), malformed()).unwrap();
+    writer.create_verbatim(header("ok"), valid_turn(0)).unwrap();
+    let mut reader = Store::open_reader(dir.path()).unwrap();
+    assert!(reader.session_info("v").unwrap().verbatim);
+    assert_eq!(read_all(&reader, "v"), malformed());
+    assert_eq!(reader.surface("ok").unwrap(), writer.surface("ok").unwrap());
+    // A later verbatim append becomes visible on refresh, still verbatim.
+    writer
+        .session("v")
+        .unwrap()
+        .append_batch(vec![Event::new("mode/set", 4, T, "{}")])
+        .unwrap();
+    assert!(reader.refresh().unwrap());
+    assert_eq!(reader.len("v"), Some(5));
+    assert!(reader.session_info("v").unwrap().verbatim);
+}

@@ -944,10 +944,17 @@ fn second_writer_in_another_process_is_refused_naming_the_holder() {
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
     let _w = Store::open(dir.path(), fast()).unwrap();
+    // Readers work beside the writer (an empty store included) ...
     let out = cli(dir.path(), &["verify"]);
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    // ... a second writer is refused.
+    let out = cli(dir.path(), &["recover"]);
     let stderr = text(&out.stderr);
-    assert!(!out.status.success());
-    assert!(stderr.contains("locked"), "stderr: {stderr}");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr.contains("open for writing in another process"),
+        "stderr: {stderr}"
+    );
     assert!(
         stderr.contains(&std::process::id().to_string()),
         "names the holder pid: {stderr}"

@@ -14,6 +14,7 @@ mod crash_import;
 mod crash_kill;
 mod hygiene;
 mod index_damage;
+mod live_readers;
 mod polish;
 
 /// Every test of this binary takes this lock and runs alone. A test that spawns the CLI forks
