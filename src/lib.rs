@@ -115,8 +115,9 @@ pub use session::derive::DerivedMessage;
 pub use session::error::{HeaderError, InvariantRule, InvariantViolation};
 pub use session::{InvariantMode, RuleViolation};
 pub use store::{
-    Config, Durability, Events, ForkFailure, Intent, InvariantCheck, Listed, Receipt,
-    RecoveryReport, Session, SessionInfo, Store, TornSession, VerifyReport,
+    Config, Durability, Events, ForkFailure, GC_LIVE_FRACTION, Intent, InvariantCheck, Listed,
+    Receipt, RecoveryReport, SegmentSpace, Session, SessionInfo, SessionSpace, SpaceReport,
+    SpaceTotals, Store, TornSession, VerifyReport,
 };
 
 #[cfg(feature = "interop")]
