@@ -14,6 +14,7 @@ use clap::{Args, Parser, Subcommand};
 use sessionlog::{Config, Store};
 
 mod demo;
+mod du;
 mod inspect;
 pub mod output;
 mod progress;
@@ -76,6 +77,13 @@ pub enum Command {
     Verify {
         /// Check the invariants of these sessions only (the log is always checked whole).
         sessions: Vec<String>,
+    },
+    /// Show where the log's bytes go: live and dead bytes per session and per segment, the
+    /// totals, and what a segment GC would free. Reads every frame; never modifies the store.
+    Du {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Open the store read-write, running crash recovery (cuts a torn last frame, rebuilds an
     /// index that disagrees with the log), and report what it did.
@@ -194,6 +202,7 @@ fn run(cli: Cli) -> CliResult {
         Command::List { json } => inspect::list(&cli.store, json),
         Command::Show(args) => inspect::show(&cli.store, &args),
         Command::Verify { sessions } => verify::verify(&cli.store, &sessions),
+        Command::Du { json } => du::du(&cli.store, json),
         Command::Recover { salvage } => recover(&cli.store, salvage),
         Command::CrashWriter { threads } => {
             crash_writer(&cli.store, threads)?;

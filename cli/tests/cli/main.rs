@@ -11,6 +11,7 @@ mod bench_smoke;
 mod cli;
 mod crash_import;
 mod crash_kill;
+mod du;
 mod hygiene;
 mod index_damage;
 
