@@ -66,7 +66,9 @@ fn percent(part: u64, whole: u64) -> String {
     if whole == 0 {
         return "-".into();
     }
-    format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+    // Truncated, not rounded: a segment just below the GC threshold never shows as 50.0%.
+    let tenths = (u128::from(part) * 1000 / u128::from(whole)) as u64;
+    format!("{}.{}%", tenths / 10, tenths % 10)
 }
 
 fn state(s: &SessionSpace) -> &'static str {
@@ -286,5 +288,9 @@ mod tests {
         assert_eq!(cut("a\u{1b}b", 32), "a\\u{1b}b");
         assert_eq!(bytes(10), "10 B");
         assert_eq!(bytes(1536), "1536 B (1.5 KiB)");
+        assert_eq!(percent(49_999, 100_000), "49.9%");
+        assert_eq!(percent(1, 3), "33.3%");
+        assert_eq!(percent(5, 5), "100.0%");
+        assert_eq!(percent(1, 0), "-");
     }
 }
