@@ -158,3 +158,83 @@ fn du_refuses_a_directory_that_is_no_store() {
     assert!(err.contains("not a sessionlog store"), "{err}");
     assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
 }
+
+fn tree(dir: &Path) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                stack.push(e.path());
+            }
+            out.push((e.path().display().to_string(), m.len()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Hostile ids are escaped in the table and exact in the JSON; `du` creates no file (not even
+/// `LOCK`); a reader that closes the output early (`du | head -1`) ends it with status 0.
+#[test]
+fn du_is_safe_read_only_and_quiet_on_a_closed_stdout() {
+    use std::io::Read;
+    let _serial = super::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let hostile = "evil\u{1b}]0;owned\u{7}\u{202e}";
+    {
+        let config = Config::default().durability(Durability::Buffered);
+        let store = Store::open(dir.path(), config).unwrap();
+        store
+            .create_verbatim(SessionHeader::new(hostile, 1), events(3, 5))
+            .unwrap();
+        // Enough rows that the table is larger than a pipe's buffer.
+        for i in 0..1500 {
+            store
+                .create_verbatim(SessionHeader::new(format!("s{i:05}"), 1), events(1, 1))
+                .unwrap();
+        }
+        store.close().unwrap();
+    }
+    std::fs::remove_file(dir.path().join("LOCK")).unwrap();
+    let before = tree(dir.path());
+    let text = ok(sessionlog(dir.path(), &["du"]));
+    assert!(
+        text.contains("evil\\u{1b}]0;owned\\u{7}\\u{202e}"),
+        "{text}"
+    );
+    assert!(!text.contains('\u{1b}') && !text.contains('\u{202e}'));
+    let json = ok(sessionlog(dir.path(), &["du", "--json"]));
+    assert!(!json.contains('\u{202e}'), "bidi controls are \\u escapes");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["sessions"][0]["id"], hostile);
+    assert_eq!(v["sessions"].as_array().unwrap().len(), 1501);
+    assert_eq!(tree(dir.path()), before, "du changed the store");
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sessionlog"))
+        .arg("--store")
+        .arg(dir.path())
+        .arg("du")
+        .env_remove("SESSIONLOG_STORE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        let mut out = child.stdout.take().unwrap();
+        let mut byte = [0u8; 1];
+        while out.read(&mut byte).map(|n| n == 1).unwrap_or(false) && byte[0] != b'\n' {}
+    }
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(err.is_empty(), "{err}");
+}
