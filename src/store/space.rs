@@ -190,6 +190,25 @@ impl Store {
     /// and at the end. On a writable store, call [`Store::flush`] first for exact figures: a
     /// frame being written while the scan reads it counts as torn. A read-only store beside a
     /// live writer counts the writer's records after its view as unindexed.
+    ///
+    /// ```
+    /// use sessionlog::{Config, Event, SessionHeader, Store};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), Config::default())?;
+    /// for id in ["kept", "gone"] {
+    ///     let event = Event::new("x/note", 0, 5, r#"{"text":"hello"}"#);
+    ///     store.create_verbatim(SessionHeader::new(id, 5), vec![event])?;
+    /// }
+    /// store.delete_session("gone")?;
+    /// store.flush()?;
+    /// let report = store.space(&mut |_, _| {})?;
+    /// assert_eq!(report.sessions.len(), 1);
+    /// let t = &report.totals;
+    /// assert!(t.live > 0 && t.dead > 0);
+    /// assert_eq!(t.live + t.pinned + t.dead + t.unindexed + t.overhead, t.size);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn space(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<SpaceReport, OpenError> {
         let io_err = |path: PathBuf| move |source| OpenError::Io { path, source };
         let numbers = self
@@ -429,5 +448,25 @@ impl Store {
         };
         progress(report.totals.size, report.totals.size);
         Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::share;
+
+    #[test]
+    fn shares_of_a_frame_add_up_to_its_stored_bytes() {
+        // Uncompressed: each record's share is its length.
+        assert_eq!(share(100, 100, 10, 35), 25);
+        for (stored, raw) in [(7u64, 100u64), (100, 7), (1, 3), (12_345, 98_765)] {
+            let cuts = [0, raw / 3, raw / 3 + 1, raw / 2, raw];
+            let total: u64 = cuts
+                .windows(2)
+                .map(|w| share(stored, raw, w[0], w[1]))
+                .sum();
+            assert_eq!(total, stored, "{stored}/{raw}");
+        }
+        assert_eq!(share(10, 0, 0, 0), 0);
     }
 }

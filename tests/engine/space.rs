@@ -331,3 +331,57 @@ fn torn_tail_bytes_are_damaged_and_counted_dead() {
     let s = report.segments.last().unwrap();
     assert_eq!(s.live + s.pinned + s.dead + s.overhead, s.size);
 }
+
+/// Forks of forks pass on what they inherit: a deleted grandparent is pinned up to what its
+/// deleted child's own fork still reads through it.
+#[test]
+fn a_chain_of_deleted_forks_pins_exactly_what_the_last_fork_inherits() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), config(false)).unwrap();
+    let pad = |seq: u64| {
+        Event::new(
+            "x/odd",
+            seq,
+            T,
+            format!(r#"{{"n":{seq},"pad":"{}"}}"#, "q".repeat(50)),
+        )
+    };
+    store
+        .create_verbatim(SessionHeader::new("p", 1), (0..30).map(pad).collect())
+        .unwrap();
+    let fork = |source: &str, id: &str, seed: u64| {
+        let mut h = SessionHeader::new(id, 2);
+        h.parent_session = Some(source.into());
+        h.seed_length = Some(seed);
+        store.fork_verbatim(source, h, seed).unwrap();
+    };
+    fork("p", "c", 20);
+    store
+        .append_batch("c", (20..25).map(pad).collect())
+        .unwrap();
+    fork("c", "g", 22);
+    let p = Written::of(&store, "p", None);
+    let c = Written::of(&store, "c", Some(&p));
+    store.delete_session("p").unwrap();
+    store.delete_session("c").unwrap();
+    store.flush().unwrap();
+    let report = store.space(&mut |_, _| {}).unwrap();
+    let by_id: HashMap<&str, _> = report.sessions.iter().map(|s| (s.id.as_str(), s)).collect();
+    let (sp, sc, sg) = (by_id["p"], by_id["c"], by_id["g"]);
+    assert!(sp.deleted && sc.deleted && !sg.deleted);
+    assert_eq!((sp.events, sc.events, sg.events), (20, 2, 0));
+    assert_eq!(sp.bytes, p.meta + p.below(20) + p.delete());
+    assert_eq!(sp.dead_bytes, p.all() - p.meta - p.below(20));
+    assert_eq!(sc.bytes, c.meta + c.below(22) + c.delete());
+    assert_eq!(sc.dead_bytes, c.all() - c.meta - c.below(22));
+    assert_eq!(report.totals.pinned, sp.bytes + sc.bytes);
+    assert_eq!(report.totals.unpinned, sp.dead_bytes + sc.dead_bytes);
+    // The last fork goes: the chain is purged, every byte of it dead.
+    store.delete_session("g").unwrap();
+    store.flush().unwrap();
+    let report = store.space(&mut |_, _| {}).unwrap();
+    assert!(report.sessions.is_empty());
+    let t = &report.totals;
+    assert_eq!((t.live, t.pinned), (0, 0));
+    assert_eq!(t.dead + t.overhead, t.size);
+}
