@@ -18,6 +18,7 @@ use sessionlog::{Config, Store};
 mod advice;
 mod demo;
 mod docs;
+mod du;
 mod follow;
 mod inspect;
 pub mod output;
@@ -81,6 +82,13 @@ pub enum Command {
     Verify {
         /// Check the invariants of these sessions only (the log is always checked whole).
         sessions: Vec<String>,
+    },
+    /// Show where the log's bytes go: live and dead bytes per session and per segment, the
+    /// totals, and what a segment GC would free. Reads every frame; never modifies the store.
+    Du {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Open the store read-write, running crash recovery (cuts a torn last frame, rebuilds an
     /// index that disagrees with the log), and report what it did.
@@ -250,6 +258,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Show(args) if args.follow => follow::show_follow(&store, &args),
         Command::Show(args) => inspect::show(&store, &args),
         Command::Verify { sessions } => verify::verify(&store, &sessions),
+        Command::Du { json } => du::du(&store, json),
         Command::Recover { salvage } => recover(&store, salvage),
         Command::CrashWriter { threads } => {
             crash_writer(&store, threads)?;

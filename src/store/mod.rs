@@ -32,10 +32,12 @@ mod read;
 pub mod recovery;
 mod registry;
 mod session;
+mod space;
 mod verbatim;
 use open::open_index;
 mod verify;
 
+pub use space::{GC_LIVE_FRACTION, SegmentSpace, SessionSpace, SpaceReport, SpaceTotals};
 pub use verify::{InvariantCheck, VerifyReport};
 
 pub use follow::{FollowError, FollowUpdate, Follower};

@@ -73,6 +73,11 @@ impl Registry {
         self.rows.get(&number)
     }
 
+    /// Every row (live, and deleted ones forks pin), in no order.
+    pub(crate) fn rows(&self) -> impl Iterator<Item = &SessionRow> {
+        self.rows.values()
+    }
+
     /// Live sessions in number order.
     pub(crate) fn live(&self) -> Vec<&SessionRow> {
         let mut v: Vec<&SessionRow> = self.rows.values().filter(|r| !r.is_deleted()).collect();

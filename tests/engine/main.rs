@@ -28,6 +28,7 @@ mod session_request;
 mod session_store;
 mod session_store_props;
 mod session_surface;
+mod space;
 mod sparse_index;
 mod store;
 mod store_fixtures;

@@ -12,6 +12,7 @@ mod cli;
 mod completions;
 mod crash_import;
 mod crash_kill;
+mod du;
 mod hygiene;
 mod index_damage;
 mod live_readers;
