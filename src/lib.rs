@@ -115,9 +115,10 @@ pub use session::derive::DerivedMessage;
 pub use session::error::{HeaderError, InvariantRule, InvariantViolation};
 pub use session::{InvariantMode, RuleViolation};
 pub use store::{
-    Config, Durability, Events, FollowError, FollowUpdate, Follower, ForkFailure, GC_LIVE_FRACTION,
-    Intent, InvariantCheck, Listed, ReaderView, Receipt, RecoveryReport, SegmentSpace, Session,
-    SessionInfo, SessionSpace, SpaceReport, SpaceTotals, Store, TornSession, VerifyReport,
+    Config, Durability, Events, Eviction, EvictionReason, FollowError, FollowUpdate, Follower,
+    ForkFailure, GC_LIVE_FRACTION, Intent, InvariantCheck, Listed, ReaderView, Receipt,
+    RecoveryReport, Retention, SegmentSpace, Session, SessionInfo, SessionSpace, SpaceReport,
+    SpaceTotals, Store, TornSession, VerifyReport,
 };
 
 #[cfg(feature = "interop")]

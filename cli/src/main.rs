@@ -23,6 +23,7 @@ mod follow;
 mod inspect;
 pub mod output;
 mod progress;
+mod retain;
 mod transfer;
 mod verify;
 
@@ -90,6 +91,17 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Delete sessions (all named must exist, else nothing is deleted). A deleted parent's
+    /// events stay readable through its forks; the bytes stay in the segments until a GC.
+    Delete {
+        /// The sessions to delete.
+        #[arg(required = true)]
+        sessions: Vec<String>,
+    },
+    /// Evict sessions by a retention policy, least recently active first: idle longer than
+    /// --max-idle, beyond --max-sessions, or over --max-size data bytes. Pinned sessions are
+    /// never evicted. Prints each eviction.
+    Retain(retain::RetainArgs),
     /// Open the store read-write, running crash recovery (cuts a torn last frame, rebuilds an
     /// index that disagrees with the log), and report what it did.
     Recover {
@@ -259,6 +271,8 @@ fn run(cli: Cli) -> CliResult {
         Command::Show(args) => inspect::show(&store, &args),
         Command::Verify { sessions } => verify::verify(&store, &sessions),
         Command::Du { json } => du::du(&store, json),
+        Command::Delete { sessions } => retain::delete(&store, &sessions),
+        Command::Retain(args) => retain::retain(&store, &args),
         Command::Recover { salvage } => recover(&store, salvage),
         Command::CrashWriter { threads } => {
             crash_writer(&store, threads)?;

@@ -1,5 +1,6 @@
 //! The store's options: durability, recovery, limits and tuning, with their defaults.
 
+use super::retention::Retention;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,6 +82,10 @@ pub struct Config {
     /// index entry's CRC (what `sessionlog recover` does), rebuilding a damaged index from the
     /// log. Reads the whole index. Default false (damage is still detected when read).
     pub check_index: bool,
+    /// A retention policy applied when a writable store opens (after recovery); what it
+    /// evicted is [`Store::evicted_at_open`](crate::Store::evicted_at_open). Apply it later
+    /// with [`Store::apply_retention`](crate::Store::apply_retention). Default none.
+    pub retention: Option<Retention>,
 }
 
 impl Config {
@@ -162,6 +167,12 @@ impl Config {
         self
     }
 
+    /// Sets [`Config::retention`].
+    pub fn retention(mut self, policy: Retention) -> Config {
+        self.retention = Some(policy);
+        self
+    }
+
     /// Sets [`Config::check_index`].
     pub fn check_index(mut self, check_index: bool) -> Config {
         self.check_index = check_index;
@@ -196,6 +207,7 @@ impl Default for Config {
             projection_checkpoints: CheckpointPolicy::default(),
             fs: Arc::new(StdFileSystem),
             check_index: false,
+            retention: None,
         }
     }
 }

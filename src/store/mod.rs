@@ -31,12 +31,14 @@ mod open;
 mod read;
 pub mod recovery;
 mod registry;
+mod retention;
 mod session;
 mod space;
 mod verbatim;
 use open::open_index;
 mod verify;
 
+pub use retention::{Eviction, EvictionReason, Retention};
 pub use space::{GC_LIVE_FRACTION, SegmentSpace, SessionSpace, SpaceReport, SpaceTotals};
 pub use verify::{InvariantCheck, VerifyReport};
 
@@ -187,6 +189,8 @@ pub struct Store {
     publisher: Option<Arc<live::Publisher>>,
     /// A reader's states of sessions that grew at a refresh, folded on when next needed.
     grown: Mutex<HashMap<u64, SessionState>>,
+    /// What [`Config::retention`] evicted when this store opened.
+    evicted_at_open: Vec<Eviction>,
     _lock: lock::StoreLock,
 }
 
@@ -317,6 +321,7 @@ impl Store {
             view,
             publisher,
             grown: Mutex::new(HashMap::new()),
+            evicted_at_open: Vec::new(),
             _lock: store_lock,
         };
         if !writable {
@@ -331,8 +336,24 @@ impl Store {
                     "writing session state replayed after recovery failed: {e}"
                 )),
             })?;
+            if let Some(policy) = store.config.retention.clone() {
+                store.evicted_at_open = store
+                    .apply_retention(&policy, now_ms(), &mut |_| {})
+                    .map_err(|e| OpenError::Io {
+                        path: store.dir.clone(),
+                        source: std::io::Error::other(format!(
+                            "applying the retention policy at open failed: {e}"
+                        )),
+                    })?;
+            }
         }
         Ok(store)
+    }
+
+    /// The sessions [`Config::retention`] evicted when this (writable) store opened, in
+    /// eviction order (empty without a policy, and for a reader).
+    pub fn evicted_at_open(&self) -> &[Eviction] {
+        &self.evicted_at_open
     }
 
     /// Brings every session's surface table and state checkpoint up to its last event (after

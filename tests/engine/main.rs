@@ -16,6 +16,7 @@ mod projection_fixtures;
 mod projection_store;
 mod projection_vectors;
 mod recovery;
+mod retention;
 mod session_derive;
 mod session_envelope;
 mod session_fixtures;

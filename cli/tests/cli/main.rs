@@ -17,6 +17,7 @@ mod hygiene;
 mod index_damage;
 mod live_readers;
 mod polish;
+mod retain;
 
 /// Every test of this binary takes this lock and runs alone. A test that spawns the CLI forks
 /// while another test's store is open, and the child holds copies of every open descriptor

@@ -1,0 +1,195 @@
+//! Retention: which sessions a policy evicts (by idle time, by total size, by count; pinned
+//! sessions never), and deleting them. Eviction is a delete: a session's bytes stay in its
+//! segments until the segment GC rewrites them (format-spec §11), and a parent's events stay
+//! readable through its forks.
+
+use std::collections::BTreeSet;
+
+use crate::error::AppendError;
+
+use super::{SessionInfo, Store};
+
+/// A retention policy: limits on the sessions a store keeps. Sessions are evicted least
+/// recently active first (last event's `time`, or the header's `createdAt` for a session with
+/// no events; ties by id); pinned sessions are never evicted and still count towards the
+/// size and count limits.
+///
+/// ```
+/// use sessionlog::{Config, Event, Retention, SessionHeader, Store};
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = Store::open(dir.path(), Config::default())?;
+/// for (id, time) in [("old", 1_000), ("kept", 2_000), ("new", 3_000)] {
+///     let (s, _) = store.create_verbatim(SessionHeader::new(id, 0), Vec::new())?;
+///     s.append_batch(vec![Event::new("x/tick", 0, time, "{}")])?;
+/// }
+/// let policy = Retention::default().max_sessions(1).pin("kept");
+/// let evicted = store.apply_retention(&policy, 10_000, &mut |_| {})?;
+/// let ids: Vec<&str> = evicted.iter().map(|e| e.id.as_str()).collect();
+/// assert_eq!(ids, ["old", "new"]);
+/// assert!(store.session_info("kept").is_some());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Retention {
+    /// Evict sessions whose last activity is more than this many milliseconds before `now`.
+    pub max_idle_ms: Option<u64>,
+    /// Keep the sessions' total data bytes (the `data` text of their own events, as
+    /// [`SessionInfo::data_bytes`]) at or below this.
+    pub max_bytes: Option<u64>,
+    /// Keep at most this many sessions.
+    pub max_sessions: Option<usize>,
+    /// Session ids never evicted.
+    pub pinned: BTreeSet<String>,
+}
+
+impl Retention {
+    /// Sets [`Retention::max_idle_ms`].
+    pub fn max_idle_ms(mut self, ms: u64) -> Retention {
+        self.max_idle_ms = Some(ms);
+        self
+    }
+
+    /// Sets [`Retention::max_bytes`].
+    pub fn max_bytes(mut self, bytes: u64) -> Retention {
+        self.max_bytes = Some(bytes);
+        self
+    }
+
+    /// Sets [`Retention::max_sessions`].
+    pub fn max_sessions(mut self, n: usize) -> Retention {
+        self.max_sessions = Some(n);
+        self
+    }
+
+    /// Adds a pinned session id.
+    pub fn pin(mut self, id: impl Into<String>) -> Retention {
+        self.pinned.insert(id.into());
+        self
+    }
+
+    /// True when the policy sets no limit.
+    pub fn is_unlimited(&self) -> bool {
+        self.max_idle_ms.is_none() && self.max_bytes.is_none() && self.max_sessions.is_none()
+    }
+}
+
+/// Why a session was evicted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EvictionReason {
+    /// Idle longer than [`Retention::max_idle_ms`].
+    Idle,
+    /// The store held more than [`Retention::max_sessions`] sessions.
+    Count,
+    /// The sessions' data bytes were over [`Retention::max_bytes`].
+    Size,
+}
+
+impl std::fmt::Display for EvictionReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EvictionReason::Idle => "idle",
+            EvictionReason::Count => "count",
+            EvictionReason::Size => "size",
+        })
+    }
+}
+
+/// One session a retention policy evicts (or evicted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Eviction {
+    /// The session id.
+    pub id: String,
+    /// Which limit evicted it.
+    pub reason: EvictionReason,
+    /// Its last activity (ms): the last event's `time`, or `createdAt` with no events.
+    pub last_activity: i64,
+    /// Its event count.
+    pub events: u64,
+    /// Its data bytes.
+    pub data_bytes: u64,
+}
+
+/// A session's last activity: its last event's time, or its creation time when it has none.
+fn last_activity(info: &SessionInfo) -> i64 {
+    if info.event_count == 0 {
+        i64::try_from(info.header.created_at).unwrap_or(i64::MAX)
+    } else {
+        info.last_time
+    }
+}
+
+impl Store {
+    /// The sessions `policy` evicts at `now_ms`, in eviction order: the idle ones, then the
+    /// least recently active until the count, then the size, fit (pinned ones never). Reads
+    /// only the in-memory registry; changes nothing.
+    pub fn plan_retention(&self, policy: &Retention, now_ms: i64) -> Vec<Eviction> {
+        let mut sessions: Vec<SessionInfo> = self.sessions();
+        sessions.sort_by(|a, b| {
+            (last_activity(a), &a.header.id).cmp(&(last_activity(b), &b.header.id))
+        });
+        let mut kept_count = sessions.len();
+        let mut kept_bytes: u64 = sessions.iter().map(|s| s.data_bytes).sum();
+        let mut out = Vec::new();
+        let mut evict = |info: &SessionInfo, reason, count: &mut usize, bytes: &mut u64| {
+            *count -= 1;
+            *bytes -= info.data_bytes;
+            out.push(Eviction {
+                id: info.header.id.clone(),
+                reason,
+                last_activity: last_activity(info),
+                events: info.event_count,
+                data_bytes: info.data_bytes,
+            });
+        };
+        for info in &sessions {
+            if policy.pinned.contains(&info.header.id) {
+                continue;
+            }
+            let idle = policy.max_idle_ms.is_some_and(|max| {
+                i128::from(now_ms) - i128::from(last_activity(info)) > i128::from(max)
+            });
+            let reason = if idle {
+                Some(EvictionReason::Idle)
+            } else if policy.max_sessions.is_some_and(|max| kept_count > max) {
+                Some(EvictionReason::Count)
+            } else if policy.max_bytes.is_some_and(|max| kept_bytes > max) {
+                Some(EvictionReason::Size)
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                evict(info, reason, &mut kept_count, &mut kept_bytes);
+            }
+        }
+        out
+    }
+
+    /// Applies `policy` at `now_ms`: deletes each session [`Store::plan_retention`] names, in
+    /// that order, calling `on_evict` after each delete. Returns what was evicted. Each delete
+    /// is its own operation (durable per the store's durability); on an error the sessions
+    /// evicted so far stay evicted and the error says which one failed.
+    pub fn apply_retention(
+        &self,
+        policy: &Retention,
+        now_ms: i64,
+        on_evict: &mut dyn FnMut(&Eviction),
+    ) -> Result<Vec<Eviction>, AppendError> {
+        let plan = self.plan_retention(policy, now_ms);
+        let mut done = Vec::with_capacity(plan.len());
+        for eviction in plan {
+            match self.delete_session(&eviction.id) {
+                Ok(_) => {}
+                // Deleted meanwhile by another caller: nothing to evict.
+                Err(AppendError::NoSuchSession(_)) => continue,
+                Err(e) => return Err(e),
+            }
+            on_evict(&eviction);
+            done.push(eviction);
+        }
+        Ok(done)
+    }
+}
