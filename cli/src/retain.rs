@@ -45,7 +45,7 @@ pub fn delete(store_dir: &Path, sessions: &[String]) -> CliResult {
         .collect();
     if let Some(first) = missing.first() {
         return Err(format!(
-            "no session {:?} in the store ({} of the {} named are missing); nothing was deleted: `sessionlog list` shows the ids",
+            "no session \"{}\" in the store ({} of the {} named are missing); nothing was deleted: `sessionlog list` shows the ids",
             human(first),
             missing.len(),
             sessions.len()
@@ -150,7 +150,7 @@ fn parse_age(s: &str) -> Result<u64, String> {
     let (digits, unit) = s.split_at(split);
     let n: u64 = digits
         .parse()
-        .map_err(|_| format!("{s:?} is not an age such as 30d, 12h, 90m, 45s or 500ms"))?;
+        .map_err(|_| format!("\"{s}\" is not an age such as 30d, 12h, 90m, 45s or 500ms"))?;
     let ms = match unit {
         "ms" => 1,
         "s" => 1_000,
@@ -159,12 +159,12 @@ fn parse_age(s: &str) -> Result<u64, String> {
         "d" => 86_400_000,
         _ => {
             return Err(format!(
-                "{s:?}: the unit must be ms, s, m, h or d (e.g. 30d)"
+                "\"{s}\": the unit must be ms, s, m, h or d (e.g. 30d)"
             ));
         }
     };
     n.checked_mul(ms)
-        .ok_or_else(|| format!("{s:?} is too long an age"))
+        .ok_or_else(|| format!("\"{s}\" is too long an age"))
 }
 
 /// A size: a number of bytes, optionally with a unit `K`, `KB`, `KiB`, `M`, `MB`, `MiB`, `G`,
@@ -175,7 +175,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
     let (digits, unit) = s.split_at(split);
     let n: u64 = digits
         .parse()
-        .map_err(|_| format!("{s:?} is not a size such as 10GiB, 500MB or 4096"))?;
+        .map_err(|_| format!("\"{s}\" is not a size such as 10GiB, 500MB or 4096"))?;
     let factor: u64 = match unit {
         "" | "B" => 1,
         "KB" => 1_000,
@@ -188,12 +188,12 @@ fn parse_size(s: &str) -> Result<u64, String> {
         "T" | "TiB" => 1 << 40,
         _ => {
             return Err(format!(
-                "{s:?}: the unit must be B, KB, MB, GB, TB, KiB, MiB, GiB or TiB"
+                "\"{s}\": the unit must be B, KB, MB, GB, TB, KiB, MiB, GiB or TiB"
             ));
         }
     };
     n.checked_mul(factor)
-        .ok_or_else(|| format!("{s:?} is too large a size"))
+        .ok_or_else(|| format!("\"{s}\" is too large a size"))
 }
 
 #[cfg(test)]
