@@ -297,6 +297,9 @@ struct Tally {
     index_damage_rebuilt: u64,
     ro_after_crash_ok: u64,
     ro_after_crash_errors: u64,
+    /// Readers opened beside the live writer (`Store::open_reader` while it appends) whose
+    /// every session held a prefix with everything acknowledged.
+    live_reader_checks: u64,
 }
 
 impl Tally {
@@ -349,6 +352,7 @@ impl Tally {
         self.index_damage_rebuilt += o.index_damage_rebuilt;
         self.ro_after_crash_ok += o.ro_after_crash_ok;
         self.ro_after_crash_errors += o.ro_after_crash_errors;
+        self.live_reader_checks += o.live_reader_checks;
     }
 }
 
@@ -1154,6 +1158,7 @@ impl Scenario {
                 store.checkpoint()?;
                 self.all_durable("checkpoint");
             }
+            93..=96 if self.rng.chance(1, 4) => return self.live_reader_check(),
             93..=96 => {
                 // Read something back.
                 let s = &self.model.sessions[i];
@@ -1684,6 +1689,83 @@ impl Scenario {
             ));
         }
         *slot = Some(store);
+        Ok(())
+    }
+
+    /// Opens a reader beside the live writer (what `list`/`show`/`show --follow` in another
+    /// process do) and checks every session it shows: a prefix of what was appended, holding
+    /// everything acknowledged durable, never half of an all-or-nothing operation, each event
+    /// as appended.
+    fn live_reader_check(&mut self) -> Result<(), StepError> {
+        let config = self.config.clone().read_only(true);
+        let reader = match Store::open(self.dir.path(), config) {
+            Ok(r) => r,
+            Err(e) if self.sim.is_down() => {
+                return Err(StepError::Append(AppendError::PreviousIo(
+                    format!("reader open: {e}").into(),
+                )));
+            }
+            Err(e) => {
+                return Err(StepError::Fatal(format!(
+                    "a reader beside the live writer was refused: {e}"
+                )));
+            }
+        };
+        for s in self.model.sessions.iter().filter(|s| s.deleted.is_none()) {
+            let len = match reader.len(&s.id) {
+                None if s.created_durable => {
+                    return Err(StepError::Fatal(format!(
+                        "a reader beside the writer misses acknowledged session {}",
+                        s.id
+                    )));
+                }
+                None => continue,
+                Some(l) => l as usize,
+            };
+            if len < s.durable || len > s.events.len() {
+                return Err(StepError::Fatal(format!(
+                    "a reader beside the writer shows {len} events of {}: {} acknowledged durable, {} appended",
+                    s.id,
+                    s.durable,
+                    s.events.len()
+                )));
+            }
+            if s.atomic.iter().any(|&(a, b)| a < len && len < b) {
+                return Err(StepError::Fatal(format!(
+                    "a reader beside the writer shows {len} events of {}: half of an all-or-nothing batch {:?}",
+                    s.id, s.atomic
+                )));
+            }
+            let read = match reader.events(&s.id, 0..len as u64) {
+                Ok(r) => r,
+                Err(e) if self.sim.is_down() => {
+                    return Err(StepError::Append(AppendError::PreviousIo(
+                        format!("reader read: {e}").into(),
+                    )));
+                }
+                Err(e) => return Err(StepError::Fatal(format!("reader events({}): {e}", s.id))),
+            };
+            for (k, e) in read.enumerate() {
+                match e {
+                    Ok(e) if same_event(&s.events[k], &e) => {}
+                    Ok(e) => {
+                        return Err(StepError::Fatal(format!(
+                            "a reader beside the writer reads {} seq {k} as {e:?}, appended {:?}",
+                            s.id, s.events[k]
+                        )));
+                    }
+                    Err(e) if self.sim.is_down() => {
+                        return Err(StepError::Append(AppendError::PreviousIo(
+                            format!("reader read: {e}").into(),
+                        )));
+                    }
+                    Err(e) => {
+                        return Err(StepError::Fatal(format!("reader {} seq {k}: {e}", s.id)));
+                    }
+                }
+            }
+        }
+        self.tally.live_reader_checks += 1;
         Ok(())
     }
 
@@ -2552,6 +2634,10 @@ fn run_family(name: &'static str, family: Family, salt: u64, default: u64) {
     }
     assert_eq!(total.scenarios, n);
     assert!(total.crashes > 0 && total.acked_events > 0);
+    assert!(
+        total.live_reader_checks > 0,
+        "{name}: no reader was opened beside the live writer"
+    );
 }
 
 #[test]
