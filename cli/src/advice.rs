@@ -68,8 +68,8 @@ fn typed_words(e: &(dyn std::error::Error + 'static)) -> String {
         ),
         Some(OpenError::Locked { path, pid }) => format!(
             "the store {} is open for writing in another process{}; one process writes at a \
-             time: wait for it to finish or stop it (list, show, show --follow, export and verify \
-             work beside it)",
+             time: wait for it to finish or stop it (list, show, show --follow, export, verify, du \
+             and retain --dry-run work beside it)",
             crate::output::human_path(path.parent().unwrap_or(path)),
             pid.map(|p| format!(" (process {p})")).unwrap_or_default()
         ),

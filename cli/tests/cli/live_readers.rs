@@ -250,8 +250,9 @@ fn readers_and_followers_beside_a_writer_that_is_killed_and_replaced() {
         err.contains(&format!(
             "open for writing in another process (process {})",
             writer.id()
-        )) && err.contains("list, show, show --follow, export and verify work beside it")
-            && !err.contains("read-only"),
+        )) && err.contains(
+            "list, show, show --follow, export, verify, du and retain --dry-run work beside it"
+        ) && !err.contains("read-only"),
         "{err}"
     );
     // Kill the writer mid-stream: the followers say so, and go on when a new one opens.
