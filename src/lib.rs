@@ -116,8 +116,9 @@ pub use session::error::{HeaderError, InvariantRule, InvariantViolation};
 pub use session::{InvariantMode, RuleViolation};
 pub use store::{
     Config, Durability, Events, FollowError, FollowUpdate, Follower, ForkFailure, GC_LIVE_FRACTION,
-    Intent, InvariantCheck, Listed, ReaderView, Receipt, RecoveryReport, SegmentSpace, Session,
-    SessionInfo, SessionSpace, SpaceReport, SpaceTotals, Store, TornSession, VerifyReport,
+    GcError, GcOptions, GcReport, Intent, InvariantCheck, Listed, ReaderView, Receipt,
+    RecoveryReport, SegmentSpace, Session, SessionInfo, SessionSpace, SpaceReport, SpaceTotals,
+    Store, TornSession, VerifyReport,
 };
 
 #[cfg(feature = "interop")]

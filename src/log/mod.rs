@@ -172,6 +172,20 @@ impl Segments {
         Ok(f)
     }
 
+    /// Caches `file` as the handle of segment `number`: a GC renames its compacted copy of a
+    /// segment over the old file, and every later read must see the copy.
+    pub fn install_handle(&self, number: u64, file: Arc<dyn StorageFile>) {
+        self.handles
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(number, file);
+    }
+
+    /// The file system the segments live on.
+    pub fn fs(&self) -> &Arc<dyn FileSystem> {
+        &self.fs
+    }
+
     /// Removes segment `number` and syncs the directory.
     pub fn remove(&self, number: u64) -> io::Result<()> {
         self.handles
@@ -200,6 +214,18 @@ impl Segments {
             .get(&number)
             .copied()
             .unwrap_or(segment::FORMAT_VERSION)
+    }
+
+    /// The lowest-numbered segment a GC compacted (format version
+    /// [`segment::COMPACTED_VERSION`]), if any: from it on, records of sessions whose
+    /// creation the GC dropped are ignored (format-spec.md §11.3).
+    pub fn first_compacted(&self) -> Option<u64> {
+        self.old_versions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|(_, v)| **v == segment::COMPACTED_VERSION)
+            .map(|(n, _)| *n)
     }
 
     /// Checks the flags of a frame header against its segment's version: a version-1

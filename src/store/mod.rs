@@ -23,6 +23,7 @@ mod commit;
 mod config;
 mod create;
 mod follow;
+mod gc;
 #[cfg(feature = "internals")]
 mod internals;
 mod live;
@@ -37,6 +38,7 @@ mod verbatim;
 use open::open_index;
 mod verify;
 
+pub use gc::{GcError, GcOptions, GcReport};
 pub use space::{GC_LIVE_FRACTION, SegmentSpace, SessionSpace, SpaceReport, SpaceTotals};
 pub use verify::{InvariantCheck, VerifyReport};
 
@@ -246,7 +248,14 @@ impl Store {
             max_frame_bytes: config.max_frame_bytes,
         };
         let (index, recovered, view) = if writable {
-            let (index, recovered) = open_index(&dir, &segments, &config, limits)?;
+            let gc_finished =
+                gc::finish_interrupted(config.fs.as_ref(), &dir, &dir.join(SEGMENTS_DIR))?;
+            let (index, mut recovered) = open_index(&dir, &segments, &config, limits)?;
+            if gc_finished {
+                recovered.report.index_rebuilt = true;
+                recovered.report.rebuild_reason =
+                    Some("a GC was interrupted: its compacted segments were put in place".into());
+            }
             (index, recovered, None)
         } else {
             let r = live::open_reader_index(&dir, &segments, &config, limits)?;

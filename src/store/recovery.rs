@@ -223,7 +223,7 @@ fn check_segments(
                 return Err(OpenError::UnsupportedFormat {
                     path,
                     found,
-                    supported: segment::FORMAT_VERSION,
+                    supported: segment::COMPACTED_VERSION,
                 });
             }
             HeaderCheck::Damaged(e) => {
@@ -445,7 +445,13 @@ impl Tail {
             self.report_dropped(records, frame.position, report);
             return Ok(());
         }
+        let compacted = segments
+            .first_compacted()
+            .is_some_and(|c| c <= frame.position.segment);
         for (record_offset, record) in records {
+            if compacted && self.collected(&record) {
+                continue;
+            }
             self.apply(record_offset, record, &frame, version, report)?;
         }
         self.running = Watermark {
@@ -475,6 +481,18 @@ impl Tail {
                 );
                 report.dropped_events.push((id, event.seq, position));
             }
+        }
+    }
+
+    /// After a compacted segment (§11.3): a record of a session whose creation a GC dropped
+    /// (a purged session's later records, or a fork of such a session), which is ignored.
+    fn collected(&self, record: &Record) -> bool {
+        match record {
+            Record::CreateSession { .. } => false,
+            Record::ForkSession { parent, .. } => self.registry.get(*parent).is_none(),
+            Record::Event { session, .. }
+            | Record::DeleteSession { session }
+            | Record::Verbatim { session } => self.registry.get(*session).is_none(),
         }
     }
 
@@ -742,7 +760,7 @@ fn active_segment(
         },
         synced_len: len,
         unverified: !changed,
-        sealed: segments.version(n) < segment::FORMAT_VERSION,
+        sealed: segments.version(n) != segment::FORMAT_VERSION,
     }))
 }
 
