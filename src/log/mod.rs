@@ -27,6 +27,11 @@ pub struct Segments {
     /// Format versions of segments older than [`segment::FORMAT_VERSION`] (from their headers).
     old_versions: Mutex<BTreeMap<u64, u32>>,
     frames_read: std::sync::atomic::AtomicU64,
+    /// Bumped each time a GC puts compacted segments in place (see [`Segments::generation`]).
+    generation: std::sync::atomic::AtomicU64,
+    /// Held shared by a read from its index lookup to its frame read, and exclusively by a
+    /// GC while it repoints the index and installs compacted segments.
+    swap: std::sync::RwLock<()>,
     /// A reader's end of the log: segments after it are not listed, and its segment reads
     /// as ending there (what a live writer has not published yet is not visible).
     bound: Mutex<Option<LogPosition>>,
@@ -82,6 +87,8 @@ impl Segments {
             handles: Mutex::new(BTreeMap::new()),
             old_versions: Mutex::new(BTreeMap::new()),
             frames_read: std::sync::atomic::AtomicU64::new(0),
+            generation: std::sync::atomic::AtomicU64::new(0),
+            swap: std::sync::RwLock::new(()),
             bound: Mutex::new(None),
         })
     }
@@ -179,6 +186,25 @@ impl Segments {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(number, file);
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Changes whenever a GC installs a compacted segment: locations looked up before (and
+    /// frames cached) are stale.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Held by a read from its index lookup to its frame read: no GC installs a compacted
+    /// segment meanwhile.
+    pub fn read_guard(&self) -> std::sync::RwLockReadGuard<'_, ()> {
+        self.swap.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Held by a GC while it repoints the index and installs compacted segments.
+    pub fn swap_guard(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
+        self.swap.write().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The file system the segments live on.

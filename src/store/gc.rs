@@ -173,6 +173,7 @@ impl Store {
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<GcReport, GcError> {
         let committer = self.committer()?.clone();
+        let _one_at_a_time = self.gc_lock.lock().unwrap_or_else(|p| p.into_inner());
         self.checkpoint()?;
         let space = self.space(progress)?;
         let watermark = committer.watermark();
@@ -296,6 +297,7 @@ impl Store {
                     );
                 }
             }
+            let _swap = self.segments.swap_guard();
             self.index.commit(&batch, watermark, true)?;
             for (number, file) in &handles {
                 self.segments.install_handle(*number, file.clone());

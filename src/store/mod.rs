@@ -189,6 +189,8 @@ pub struct Store {
     publisher: Option<Arc<live::Publisher>>,
     /// A reader's states of sessions that grew at a refresh, folded on when next needed.
     grown: Mutex<HashMap<u64, SessionState>>,
+    /// Held by a running [`Store::gc`] (one at a time).
+    gc_lock: Mutex<()>,
     _lock: lock::StoreLock,
 }
 
@@ -326,6 +328,7 @@ impl Store {
             view,
             publisher,
             grown: Mutex::new(HashMap::new()),
+            gc_lock: Mutex::new(()),
             _lock: store_lock,
         };
         if !writable {

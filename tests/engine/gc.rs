@@ -132,6 +132,11 @@ fn gc_frees_dead_segments_and_every_event_reads_the_same() {
         (size as f64) <= 1.2 * kept as f64,
         "{size} bytes of segments for {kept} live bytes: {report:?}"
     );
+    eprintln!(
+        "gc: {size_before} -> {size} bytes of segments, {kept} live and pinned ({:.3}x), {} segments compacted",
+        size as f64 / kept as f64,
+        report.compacted.len()
+    );
     // Appends still work after the GC, and a second GC finds nothing more to free.
     store.append("s3", synthetic_event(120, 3)).unwrap();
     let again = store.gc(GcOptions::default(), &mut |_, _| {}).unwrap();
@@ -280,4 +285,5 @@ fn a_simulated_power_loss_anywhere_in_a_gc_loses_nothing() {
         crashes += 1;
     }
     assert!(crashes > 5, "the GC crashed at only {crashes} points");
+    eprintln!("gc: crashed and recovered at {crashes} points");
 }
