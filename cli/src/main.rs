@@ -20,6 +20,7 @@ mod demo;
 mod docs;
 mod du;
 mod follow;
+mod gc;
 mod inspect;
 pub mod output;
 mod progress;
@@ -89,6 +90,14 @@ pub enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Give space back: compact the sealed segments that mostly hold deleted sessions (every
+    /// event reads the same afterwards). Prints what it would free first; needs the store
+    /// to itself (no other writer).
+    Gc {
+        /// Only print what a GC would free; change nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Open the store read-write, running crash recovery (cuts a torn last frame, rebuilds an
     /// index that disagrees with the log), and report what it did.
@@ -259,6 +268,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Show(args) => inspect::show(&store, &args),
         Command::Verify { sessions } => verify::verify(&store, &sessions),
         Command::Du { json } => du::du(&store, json),
+        Command::Gc { dry_run } => gc::gc(&store, dry_run),
         Command::Recover { salvage } => recover(&store, salvage),
         Command::CrashWriter { threads } => {
             crash_writer(&store, threads)?;
