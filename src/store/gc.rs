@@ -485,6 +485,19 @@ impl Store {
     }
 }
 
+/// After a compacted segment (format-spec.md §11.3): a record of a session whose creation a
+/// GC dropped (a purged session's later records, or a fork of such a session), which
+/// recovery and `verify` ignore.
+pub(super) fn collected(registry: &Registry, record: &Record) -> bool {
+    match record {
+        Record::CreateSession { .. } => false,
+        Record::ForkSession { parent, .. } => registry.get(*parent).is_none(),
+        Record::Event { session, .. }
+        | Record::DeleteSession { session }
+        | Record::Verbatim { session } => registry.get(*session).is_none(),
+    }
+}
+
 /// The path of segment `number`'s compacted copy with `suffix`.
 fn gc_path(dir: &Path, number: u64, suffix: &str) -> PathBuf {
     dir.join(format!("{number:020}{suffix}"))

@@ -449,7 +449,7 @@ impl Tail {
             .first_compacted()
             .is_some_and(|c| c <= frame.position.segment);
         for (record_offset, record) in records {
-            if compacted && self.collected(&record) {
+            if compacted && super::gc::collected(&self.registry, &record) {
                 continue;
             }
             self.apply(record_offset, record, &frame, version, report)?;
@@ -481,18 +481,6 @@ impl Tail {
                 );
                 report.dropped_events.push((id, event.seq, position));
             }
-        }
-    }
-
-    /// After a compacted segment (§11.3): a record of a session whose creation a GC dropped
-    /// (a purged session's later records, or a fork of such a session), which is ignored.
-    fn collected(&self, record: &Record) -> bool {
-        match record {
-            Record::CreateSession { .. } => false,
-            Record::ForkSession { parent, .. } => self.registry.get(*parent).is_none(),
-            Record::Event { session, .. }
-            | Record::DeleteSession { session }
-            | Record::Verbatim { session } => self.registry.get(*session).is_none(),
         }
     }
 
