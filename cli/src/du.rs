@@ -183,7 +183,7 @@ fn table(r: &SpaceReport) -> Result<(), Box<dyn std::error::Error>> {
         bytes(t.overhead)
     );
     crate::say!(
-        "gc would free {} ({} segment(s) below {:.0}% live, rewriting {}); gc is not implemented yet",
+        "gc would free {} ({} segment(s) below {:.0}% live, rewriting {}); `sessionlog gc` collects them",
         bytes(r.gc_frees),
         r.gc_segments.len(),
         r.gc_threshold * 100.0,

@@ -20,6 +20,7 @@ mod demo;
 mod docs;
 mod du;
 mod follow;
+mod gc;
 mod inspect;
 pub mod output;
 mod progress;
@@ -92,7 +93,7 @@ pub enum Command {
         json: bool,
     },
     /// Delete sessions (all named must exist, else nothing is deleted). A deleted parent's
-    /// events stay readable through its forks; the bytes stay in the segments until a GC.
+    /// events stay readable through its forks; the bytes stay in the segments until `gc`.
     Delete {
         /// The sessions to delete.
         #[arg(required = true)]
@@ -102,6 +103,14 @@ pub enum Command {
     /// --max-idle, beyond --max-sessions, or over --max-size data bytes. Pinned sessions are
     /// never evicted. Prints each eviction.
     Retain(retain::RetainArgs),
+    /// Give space back: compact the sealed segments that mostly hold deleted sessions (every
+    /// event reads the same afterwards). Prints what it would free first; needs the store
+    /// to itself (no other writer).
+    Gc {
+        /// Only print what a GC would free; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Open the store read-write, running crash recovery (cuts a torn last frame, rebuilds an
     /// index that disagrees with the log), and report what it did.
     Recover {
@@ -273,6 +282,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Du { json } => du::du(&store, json),
         Command::Delete { sessions } => retain::delete(&store, &sessions),
         Command::Retain(args) => retain::retain(&store, &args),
+        Command::Gc { dry_run } => gc::gc(&store, dry_run),
         Command::Recover { salvage } => recover(&store, salvage),
         Command::CrashWriter { threads } => {
             crash_writer(&store, threads)?;

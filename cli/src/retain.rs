@@ -1,6 +1,6 @@
 //! `sessionlog delete SESSION...` and `sessionlog retain`: removing sessions by name or by a
-//! retention policy. A removed session's bytes stay in the segments until a GC rewrites them
-//! (not implemented yet; `sessionlog du` shows them as dead).
+//! retention policy. A removed session's bytes stay in the segments (`sessionlog du` shows
+//! them as dead) until `sessionlog gc` compacts them.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -137,7 +137,7 @@ pub fn retain(store_dir: &Path, args: &RetainArgs) -> CliResult {
         crate::say!("{} session(s) would be evicted", evictions.len());
     } else {
         crate::say!(
-            "{} session(s) evicted (their bytes stay in the segments until a GC; `sessionlog du` shows them as dead)",
+            "{} session(s) evicted (their bytes stay in the segments until `sessionlog gc`; `sessionlog du` shows them as dead)",
             evictions.len()
         );
     }

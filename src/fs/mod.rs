@@ -49,6 +49,9 @@ pub trait FileSystem: Send + Sync + Debug {
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
     /// Removes a file.
     fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Renames a file within one directory, replacing `to` atomically when it exists (the
+    /// change is durable after [`FileSystem::sync_dir`]).
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Makes a directory's entries (creations, removals, renames) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// True when the path exists.
@@ -175,6 +178,10 @@ impl FileSystem for StdFileSystem {
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {

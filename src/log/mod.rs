@@ -27,6 +27,11 @@ pub struct Segments {
     /// Format versions of segments older than [`segment::FORMAT_VERSION`] (from their headers).
     old_versions: Mutex<BTreeMap<u64, u32>>,
     frames_read: std::sync::atomic::AtomicU64,
+    /// Bumped each time a GC puts compacted segments in place (see [`Segments::generation`]).
+    generation: std::sync::atomic::AtomicU64,
+    /// Held shared by a read from its index lookup to its frame read, and exclusively by a
+    /// GC while it repoints the index and installs compacted segments.
+    swap: std::sync::RwLock<()>,
     /// A reader's end of the log: segments after it are not listed, and its segment reads
     /// as ending there (what a live writer has not published yet is not visible).
     bound: Mutex<Option<LogPosition>>,
@@ -82,6 +87,8 @@ impl Segments {
             handles: Mutex::new(BTreeMap::new()),
             old_versions: Mutex::new(BTreeMap::new()),
             frames_read: std::sync::atomic::AtomicU64::new(0),
+            generation: std::sync::atomic::AtomicU64::new(0),
+            swap: std::sync::RwLock::new(()),
             bound: Mutex::new(None),
         })
     }
@@ -172,6 +179,39 @@ impl Segments {
         Ok(f)
     }
 
+    /// Caches `file` as the handle of segment `number`: a GC renames its compacted copy of a
+    /// segment over the old file, and every later read must see the copy.
+    pub fn install_handle(&self, number: u64, file: Arc<dyn StorageFile>) {
+        self.handles
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(number, file);
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Changes whenever a GC installs a compacted segment: locations looked up before (and
+    /// frames cached) are stale.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Held by a read from its index lookup to its frame read: no GC installs a compacted
+    /// segment meanwhile.
+    pub fn read_guard(&self) -> std::sync::RwLockReadGuard<'_, ()> {
+        self.swap.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Held by a GC while it repoints the index and installs compacted segments.
+    pub fn swap_guard(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
+        self.swap.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The file system the segments live on.
+    pub fn fs(&self) -> &Arc<dyn FileSystem> {
+        &self.fs
+    }
+
     /// Removes segment `number` and syncs the directory.
     pub fn remove(&self, number: u64) -> io::Result<()> {
         self.handles
@@ -200,6 +240,18 @@ impl Segments {
             .get(&number)
             .copied()
             .unwrap_or(segment::FORMAT_VERSION)
+    }
+
+    /// The lowest-numbered segment a GC compacted (format version
+    /// [`segment::COMPACTED_VERSION`]), if any: from it on, records of sessions whose
+    /// creation the GC dropped are ignored (format-spec.md §11.3).
+    pub fn first_compacted(&self) -> Option<u64> {
+        self.old_versions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|(_, v)| **v == segment::COMPACTED_VERSION)
+            .map(|(n, _)| *n)
     }
 
     /// Checks the flags of a frame header against its segment's version: a version-1

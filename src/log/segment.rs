@@ -21,6 +21,10 @@ use crate::error::DecodeError;
 
 /// The on-disk format version this build writes.
 pub const FORMAT_VERSION: u32 = 3;
+/// The format version of a segment a GC compacted (format-spec.md §11): version 3 without
+/// the records of purged sessions the GC dropped. This build writes it only for compacted
+/// copies of sealed segments; the active segment is always [`FORMAT_VERSION`].
+pub const COMPACTED_VERSION: u32 = 4;
 /// The oldest segment format version this build reads. Version 1 differs from 2 only in that
 /// its frames never carry `FLAG_CONTINUED` (a version-1 frame with that bit set is damage);
 /// version 2 differs from 3 only in that it never holds a `Verbatim` record (one in a
@@ -56,9 +60,14 @@ pub fn parse_file_name(name: &str) -> Option<u64> {
 
 /// Encodes the header of segment `number`.
 pub fn encode_header(number: u64) -> [u8; SEGMENT_HEADER_LEN as usize] {
+    encode_header_version(number, FORMAT_VERSION)
+}
+
+/// Encodes the header of segment `number` at format `version`.
+pub fn encode_header_version(number: u64, version: u32) -> [u8; SEGMENT_HEADER_LEN as usize] {
     let mut h = [0u8; SEGMENT_HEADER_LEN as usize];
     h[0..8].copy_from_slice(&SEGMENT_MAGIC);
-    h[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    h[8..12].copy_from_slice(&version.to_le_bytes());
     h[16..24].copy_from_slice(&number.to_le_bytes());
     let crc = crc32fast::hash(&h[0..28]);
     h[28..32].copy_from_slice(&crc.to_le_bytes());
@@ -101,7 +110,7 @@ pub fn check_header(bytes: &[u8], number: u64) -> HeaderCheck {
         return HeaderCheck::Damaged(DecodeError::Crc { stored, computed });
     }
     let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-    if !(OLDEST_READ_VERSION..=FORMAT_VERSION).contains(&version) {
+    if !(OLDEST_READ_VERSION..=COMPACTED_VERSION).contains(&version) {
         return HeaderCheck::OtherVersion(version);
     }
     let mut n = [0u8; 8];
@@ -158,7 +167,11 @@ mod tests {
         );
         assert_eq!(
             check_header(&with_version(4), 7),
-            HeaderCheck::OtherVersion(4)
+            HeaderCheck::Valid { version: 4 }
+        );
+        assert_eq!(
+            check_header(&with_version(5), 7),
+            HeaderCheck::OtherVersion(5)
         );
         assert_eq!(
             check_header(&with_version(0), 7),

@@ -350,6 +350,58 @@ impl Committer {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Runs `f` as the leader: no frame is written and no other index commit is made until it
+    /// returns. The active segment is synced first, so a durable index commit made by `f`
+    /// never covers unsynced log. `f` gets the index entries of synced frames whose commit
+    /// was deferred (it must commit them with its own changes) and the watermark just past
+    /// the last whole operation written. An error from `f` fails the writer like a failed
+    /// commit (`PreviousIo` until reopen).
+    pub(crate) fn exclusive<T>(
+        &self,
+        f: impl FnOnce(IndexBatch, Watermark) -> Result<T, AppendError>,
+    ) -> Result<T, AppendError> {
+        let mut st = self.lock();
+        loop {
+            if let Some(f) = &st.failed {
+                return Err(AppendError::PreviousIo(f.clone()));
+            }
+            if !st.leader {
+                st.leader = true;
+                break;
+            }
+            st = self.cond.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        let carry = std::mem::take(&mut st.carry);
+        let carry_keys = std::mem::take(&mut st.carry_keys);
+        let watermark = st.watermark;
+        let active = st.active.as_ref().map(|a| a.file.clone());
+        drop(st);
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if let Some(file) = active {
+                file.sync_data().map_err(AppendError::from)?;
+            }
+            f(carry, watermark)
+        }))
+        .unwrap_or_else(|_| Err(AppendError::Writer("the writer panicked".to_owned())));
+        let mut st = self.lock();
+        st.leader = false;
+        let out = match result {
+            Ok(v) => {
+                for key in &carry_keys {
+                    st.pending.remove(key);
+                }
+                Ok(v)
+            }
+            Err(e) => {
+                let failure = WriteFailure::from(e);
+                st.failed = Some(failure.clone());
+                Err(AppendError::PreviousIo(failure))
+            }
+        };
+        self.cond.notify_all();
+        out
+    }
+
     /// Stages records, index operations and rows, all or nothing, into the next frame.
     /// Returns the LSN of the last record (the current LSN when there is none).
     /// A record larger than the frame limit is refused before anything is staged.

@@ -23,6 +23,7 @@ mod commit;
 mod config;
 mod create;
 mod follow;
+mod gc;
 #[cfg(feature = "internals")]
 mod internals;
 mod live;
@@ -38,6 +39,7 @@ mod verbatim;
 use open::open_index;
 mod verify;
 
+pub use gc::{GcError, GcOptions, GcReport};
 pub use retention::{Eviction, EvictionReason, Retention};
 pub use space::{GC_LIVE_FRACTION, SegmentSpace, SessionSpace, SpaceReport, SpaceTotals};
 pub use verify::{InvariantCheck, VerifyReport};
@@ -191,6 +193,8 @@ pub struct Store {
     grown: Mutex<HashMap<u64, SessionState>>,
     /// What [`Config::retention`] evicted when this store opened.
     evicted_at_open: Vec<Eviction>,
+    /// Held by a running [`Store::gc`] (one at a time).
+    gc_lock: Mutex<()>,
     _lock: lock::StoreLock,
 }
 
@@ -250,7 +254,14 @@ impl Store {
             max_frame_bytes: config.max_frame_bytes,
         };
         let (index, recovered, view) = if writable {
-            let (index, recovered) = open_index(&dir, &segments, &config, limits)?;
+            let gc_finished =
+                gc::finish_interrupted(config.fs.as_ref(), &dir, &dir.join(SEGMENTS_DIR))?;
+            let (index, mut recovered) = open_index(&dir, &segments, &config, limits)?;
+            if gc_finished {
+                recovered.report.index_rebuilt = true;
+                recovered.report.rebuild_reason =
+                    Some("a GC was interrupted: its compacted segments were put in place".into());
+            }
             (index, recovered, None)
         } else {
             let r = live::open_reader_index(&dir, &segments, &config, limits)?;
@@ -322,6 +333,7 @@ impl Store {
             publisher,
             grown: Mutex::new(HashMap::new()),
             evicted_at_open: Vec::new(),
+            gc_lock: Mutex::new(()),
             _lock: store_lock,
         };
         if !writable {

@@ -98,6 +98,17 @@ impl Store {
         seq: Seq,
         cache: &mut FrameCache,
     ) -> Result<Event, ReadError> {
+        let _swap = self.segments.read_guard();
+        cache.follow_generation(self.segments.generation());
+        self.read_one_once(number, seq, cache)
+    }
+
+    fn read_one_once(
+        &self,
+        number: u64,
+        seq: Seq,
+        cache: &mut FrameCache,
+    ) -> Result<Event, ReadError> {
         if let Some(e) = self.committer.as_ref().and_then(|c| c.pending(number, seq)) {
             return Ok((*e).clone());
         }
@@ -438,9 +449,18 @@ impl Iterator for Events<'_> {
         }
         let seq = self.next;
         self.next += 1;
+        // No GC repoints the index between the lookup and the frame read; runs looked up
+        // before a GC installed compacted segments are looked up again.
+        let _swap = self.store.segments.read_guard();
+        if self
+            .cache
+            .follow_generation(self.store.segments.generation())
+        {
+            self.buffered.clear();
+        }
         let owner = self.store.registry().resolve(self.number, seq);
         if owner != self.number {
-            return Some(self.store.read_one(owner, seq, &mut self.cache));
+            return Some(self.store.read_one_once(owner, seq, &mut self.cache));
         }
         if let Some(e) = self
             .store
@@ -471,7 +491,7 @@ impl Iterator for Events<'_> {
                 let r = *r;
                 Some(self.store.read_at(self.number, seq, r, &mut self.cache))
             }
-            _ => Some(self.store.read_one(self.number, seq, &mut self.cache)),
+            _ => Some(self.store.read_one_once(self.number, seq, &mut self.cache)),
         }
     }
 }
@@ -479,6 +499,8 @@ impl Iterator for Events<'_> {
 /// Keeps the last decoded frame, so reading neighbouring events decodes it once.
 #[derive(Debug, Default)]
 pub(crate) struct FrameCache {
+    /// The segments' GC generation the cached frame was read at.
+    generation: u64,
     key: Option<(u64, u64)>,
     payload: Arc<Vec<u8>>,
     /// The last event read from this frame: (session number, seq, offset just past its
@@ -487,6 +509,19 @@ pub(crate) struct FrameCache {
 }
 
 impl FrameCache {
+    /// Forgets the cached frame when a GC installed compacted segments since it was read
+    /// (`generation` moved); returns true then.
+    pub(crate) fn follow_generation(&mut self, generation: u64) -> bool {
+        if self.generation == generation {
+            return false;
+        }
+        *self = FrameCache {
+            generation,
+            ..FrameCache::default()
+        };
+        true
+    }
+
     fn get(
         &mut self,
         segments: &Segments,

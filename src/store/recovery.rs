@@ -223,7 +223,7 @@ fn check_segments(
                 return Err(OpenError::UnsupportedFormat {
                     path,
                     found,
-                    supported: segment::FORMAT_VERSION,
+                    supported: segment::COMPACTED_VERSION,
                 });
             }
             HeaderCheck::Damaged(e) => {
@@ -445,7 +445,13 @@ impl Tail {
             self.report_dropped(records, frame.position, report);
             return Ok(());
         }
+        let compacted = segments
+            .first_compacted()
+            .is_some_and(|c| c <= frame.position.segment);
         for (record_offset, record) in records {
+            if compacted && super::gc::collected(&self.registry, &record) {
+                continue;
+            }
             self.apply(record_offset, record, &frame, version, report)?;
         }
         self.running = Watermark {
@@ -742,7 +748,7 @@ fn active_segment(
         },
         synced_len: len,
         unverified: !changed,
-        sealed: segments.version(n) < segment::FORMAT_VERSION,
+        sealed: segments.version(n) != segment::FORMAT_VERSION,
     }))
 }
 

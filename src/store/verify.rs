@@ -40,8 +40,19 @@ impl Store {
                             _ => None,
                         })
                         .collect();
+                    // After a compacted segment, a session's records may follow a creation
+                    // a GC dropped (format-spec.md §11.3).
+                    let compacted = self
+                        .segments
+                        .first_compacted()
+                        .is_some_and(|c| c <= frame.position.segment);
                     for (record_offset, record) in records {
                         match record {
+                            Record::Event { session, .. }
+                                if compacted && !next.contains_key(&session) =>
+                            {
+                                report.events += 1;
+                            }
                             Record::CreateSession { session, .. } => {
                                 next.insert(session, 0);
                             }

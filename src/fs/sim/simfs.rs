@@ -361,6 +361,31 @@ impl FileSystem for SimFs {
         Ok(())
     }
 
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut st = lock(&self.state);
+        if st.down {
+            return Err(machine_down());
+        }
+        let (parent, from_name) = split(from)?;
+        let (to_parent, to_name) = split(to)?;
+        if parent != to_parent {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the simulated file system renames only within a directory",
+            ));
+        }
+        st.tick()?;
+        let d = st.dir_mut(&parent)?;
+        let Some(id) = d.entries.remove(&from_name) else {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no file {}", from.display()),
+            ));
+        };
+        d.entries.insert(to_name, id);
+        Ok(())
+    }
+
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let mut st = lock(&self.state);
         st.tick()?;

@@ -1,0 +1,558 @@
+//! `Store::gc`: segment GC by compaction in place (format-spec.md §11).
+//!
+//! A sealed segment whose live fraction is below the threshold is rewritten as a new file with
+//! the same segment number holding only the records that must be kept, in their original
+//! order, byte for byte: the log's order never changes, so a rebuild from the log needs
+//! nothing new and gives exactly the index the GC commits. The steps, each crash-safe:
+//!
+//! 1. the compacted copy is written to `N.gc.tmp`, fsynced, renamed to `N.gc`, and the
+//!    directory fsynced (an `N.gc` is always complete);
+//! 2. one durable index commit repoints every run of the segment to the copy's frames;
+//! 3. `N.gc` is renamed over `N.seg` and the directory fsynced.
+//!
+//! A writable open that finds an `N.gc` (a crash between 1 and 3) cannot know whether step 2
+//! committed, so it deletes `index.redb` first, then finishes the renames, and the index is
+//! rebuilt from the log (both versions of a segment give the same answers). `N.gc.tmp` files
+//! are deleted.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use super::*;
+use crate::fs::{FileSystem, OpenMode, StorageFile};
+use crate::log::frame::{self, FRAME_HEADER_LEN, FrameHeader};
+use crate::log::segment;
+
+/// Suffix of a complete compacted copy of a segment, waiting to replace it.
+pub const GC_SUFFIX: &str = ".gc";
+/// Suffix of a compacted copy being written.
+pub const GC_TMP_SUFFIX: &str = ".gc.tmp";
+
+/// What [`Store::gc`] does.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct GcOptions {
+    /// Sealed segments whose live fraction ([`SegmentSpace::live_fraction`]) is below this
+    /// are compacted. Default [`GC_LIVE_FRACTION`].
+    pub live_fraction: f64,
+    /// Plan only: compute what would be freed, write nothing.
+    pub dry_run: bool,
+}
+
+impl Default for GcOptions {
+    fn default() -> Self {
+        GcOptions {
+            live_fraction: GC_LIVE_FRACTION,
+            dry_run: false,
+        }
+    }
+}
+
+impl GcOptions {
+    /// Plans only when `yes`: nothing is written.
+    pub fn dry_run(mut self, yes: bool) -> Self {
+        self.dry_run = yes;
+        self
+    }
+
+    /// Sets the live-fraction threshold (see [`GcOptions::live_fraction`]).
+    pub fn live_fraction(mut self, fraction: f64) -> Self {
+        self.live_fraction = fraction;
+        self
+    }
+}
+
+/// What [`Store::gc`] did (or, with [`GcOptions::dry_run`], would do).
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct GcReport {
+    /// The options were a dry run: nothing was written.
+    pub dry_run: bool,
+    /// Segments compacted (or that would be).
+    pub compacted: Vec<u64>,
+    /// Candidate segments left alone, with why.
+    pub skipped: Vec<(u64, String)>,
+    /// Bytes of all segment files before.
+    pub size_before: u64,
+    /// Bytes of all segment files after (before, minus `freed`, on a dry run).
+    pub size_after: u64,
+    /// Bytes freed.
+    pub freed: u64,
+    /// Bytes of the compacted segments' new files.
+    pub rewritten: u64,
+    /// Records dropped from the compacted segments.
+    pub records_dropped: u64,
+}
+
+/// Why [`Store::gc`] failed. Nothing is lost: the old segments stay until the index points
+/// at their compacted copies.
+#[derive(Debug, thiserror::Error)]
+pub enum GcError {
+    /// The store is read-only, or the writer failed (reopen the store).
+    #[error(transparent)]
+    Write(#[from] AppendError),
+    /// Scanning the log failed.
+    #[error(transparent)]
+    Scan(#[from] OpenError),
+    /// Reading the index failed.
+    #[error("reading the index for GC: {0}")]
+    Index(#[from] IndexError),
+    /// Writing a compacted segment failed; the old segment is intact (free some space and
+    /// run the GC again).
+    #[error("writing the compacted copy {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A segment's compacted copy, in memory.
+struct Compacted {
+    number: u64,
+    old_len: u64,
+    bytes: Vec<u8>,
+    /// Every kept event of a session the index holds, at its new location.
+    events: Vec<(u64, Seq, Location)>,
+    dropped: u64,
+}
+
+/// Where the records of sessions the index does not hold are (purged sessions).
+#[derive(Default)]
+struct Orphans {
+    /// Segments holding records of each such session.
+    segments: HashMap<u64, BTreeSet<u64>>,
+    /// The segment holding each such session's creation or fork record.
+    created_in: HashMap<u64, u64>,
+    /// The largest session number with a record in the log.
+    top: u64,
+}
+
+fn session_of(record: &Record) -> (u64, Option<Seq>) {
+    match record {
+        Record::CreateSession { session, .. }
+        | Record::ForkSession { session, .. }
+        | Record::DeleteSession { session }
+        | Record::Verbatim { session } => (*session, None),
+        Record::Event { session, event } => (*session, Some(event.seq)),
+    }
+}
+
+impl Orphans {
+    /// The purged sessions whose records the GC drops from the segments in `collect`: those
+    /// whose creation (or fork) record is in `collect` or already gone, so what remains of
+    /// them elsewhere follows a compacted segment and a rebuild ignores it (§11.3). The
+    /// session with the highest number keeps its records, so a rebuild's next session number
+    /// never goes down.
+    fn droppable(&self, collect: &BTreeSet<u64>) -> HashSet<u64> {
+        let mut d: HashSet<u64> = self
+            .segments
+            .keys()
+            .copied()
+            .filter(|s| self.created_in.get(s).is_none_or(|n| collect.contains(n)))
+            .collect();
+        d.remove(&self.top);
+        d
+    }
+}
+
+impl Store {
+    /// Segment GC (format-spec.md §11): every sealed segment below the live-fraction
+    /// threshold, entirely before the index's watermark, is rewritten in place with only the
+    /// records still needed (live sessions, deleted sessions forks read through, and the
+    /// records of purged sessions that other segments still need), the index is repointed
+    /// in one durable commit, and the old file is replaced. Every event reads identically
+    /// afterwards, through the index or through an index rebuilt from the log.
+    ///
+    /// `progress` is called with `(bytes done, bytes to do)` during the scans. Needs a
+    /// writable store; appends wait only while the index is repointed.
+    pub fn gc(
+        &self,
+        options: GcOptions,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<GcReport, GcError> {
+        let committer = self.committer()?.clone();
+        let _one_at_a_time = self.gc_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.checkpoint()?;
+        let space = self.space(progress)?;
+        let watermark = committer.watermark();
+        let mut report = GcReport {
+            dry_run: options.dry_run,
+            size_before: space.totals.size,
+            ..GcReport::default()
+        };
+        let mut collect = BTreeSet::new();
+        let mut eligible = HashSet::new();
+        for s in &space.segments {
+            if s.sealed && s.number < watermark.segment && s.damaged == 0 {
+                eligible.insert(s.number);
+            }
+            if !(s.sealed && s.live_fraction() < options.live_fraction) {
+                continue;
+            }
+            if s.number >= watermark.segment {
+                report
+                    .skipped
+                    .push((s.number, "not yet behind the index's watermark".into()));
+            } else if s.damaged > 0 {
+                report.skipped.push((
+                    s.number,
+                    "damaged bytes (run `sessionlog recover --salvage`)".into(),
+                ));
+            } else {
+                collect.insert(s.number);
+            }
+        }
+        if collect.is_empty() {
+            report.size_after = report.size_before;
+            return Ok(report);
+        }
+        let known: HashSet<u64> = self.registry().rows().map(|r| r.number).collect();
+        let orphans = self.orphans(&known)?;
+        // A purged session's records can be dropped only with its creation record (a rebuild
+        // then ignores what remains of it): the segment holding the creation of a purged
+        // session a candidate holds records of is collected too.
+        loop {
+            let mut grew = false;
+            for (session, segs) in &orphans.segments {
+                if let Some(c) = orphans.created_in.get(session)
+                    && !collect.contains(c)
+                    && eligible.contains(c)
+                    && segs.iter().any(|n| collect.contains(n))
+                {
+                    collect.insert(*c);
+                    grew = true;
+                }
+            }
+            if !grew {
+                break;
+            }
+        }
+        let droppable = orphans.droppable(&collect);
+
+        let mut copies = Vec::new();
+        for &number in &collect {
+            match self.compact(number, &known, &droppable)? {
+                Ok(c) if (c.bytes.len() as u64) < c.old_len => copies.push(c),
+                Ok(_) => report
+                    .skipped
+                    .push((number, "nothing in it can be dropped yet".into())),
+                Err(why) => report.skipped.push((number, why)),
+            }
+        }
+        for c in &copies {
+            report.compacted.push(c.number);
+            report.freed += c.old_len - c.bytes.len() as u64;
+            report.rewritten += c.bytes.len() as u64;
+            report.records_dropped += c.dropped;
+        }
+        report.size_after = report.size_before - report.freed;
+        if options.dry_run || copies.is_empty() {
+            return Ok(report);
+        }
+        self.install_copies(&committer, &copies)?;
+        Ok(report)
+    }
+
+    /// Writes each copy as `N.gc` (complete and durable), then repoints the index and renames
+    /// the copies over the segments.
+    fn install_copies(&self, committer: &Committer, copies: &[Compacted]) -> Result<(), GcError> {
+        let fs = self.segments.fs().clone();
+        let dir = self.segments.dir().to_path_buf();
+        let mut handles: Vec<(u64, Arc<dyn StorageFile>)> = Vec::new();
+        for c in copies {
+            let tmp = gc_path(&dir, c.number, GC_TMP_SUFFIX);
+            let done = gc_path(&dir, c.number, GC_SUFFIX);
+            let io_err = |source| GcError::Io {
+                path: tmp.clone(),
+                source,
+            };
+            if fs.exists(&tmp) {
+                fs.remove_file(&tmp).map_err(io_err)?;
+            }
+            let f = fs.open(&tmp, OpenMode::CreateNew).map_err(io_err)?;
+            let written = f
+                .write_all_at(&c.bytes, 0)
+                .and_then(|()| f.sync_data())
+                .and_then(|()| fs.rename(&tmp, &done));
+            if let Err(source) = written {
+                let _ = fs.remove_file(&tmp);
+                return Err(GcError::Io { path: tmp, source });
+            }
+            handles.push((c.number, f));
+        }
+        fs.sync_dir(&dir).map_err(|source| GcError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        committer.exclusive(|mut batch, watermark| {
+            {
+                let registry = self.registry();
+                for c in copies {
+                    batch.events.extend(
+                        c.events
+                            .iter()
+                            .filter(|(s, _, _)| registry.get(*s).is_some()),
+                    );
+                }
+            }
+            let _swap = self.segments.swap_guard();
+            self.index.commit(&batch, watermark, true)?;
+            for (number, file) in &handles {
+                self.segments.install_handle(*number, file.clone());
+                self.segments
+                    .set_version(*number, segment::COMPACTED_VERSION);
+                fs.rename(
+                    &gc_path(&dir, *number, GC_SUFFIX),
+                    &self.segments.path(*number),
+                )?;
+            }
+            fs.sync_dir(&dir)?;
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    /// Scans the whole log for the records of sessions the index does not hold.
+    fn orphans(&self, known: &HashSet<u64>) -> Result<Orphans, GcError> {
+        let numbers = self.segments.list().map_err(|source| GcError::Io {
+            path: self.segments.dir().to_path_buf(),
+            source,
+        })?;
+        let mut orphans = Orphans::default();
+        let mut visit = |frame: scan::ScannedFrame| -> Result<(), OpenError> {
+            let Ok(records) = Record::decode_all(&frame.payload) else {
+                return Ok(());
+            };
+            for (_, record) in &records {
+                let (session, _) = session_of(record);
+                orphans.top = orphans.top.max(session);
+                if known.contains(&session) {
+                    continue;
+                }
+                orphans
+                    .segments
+                    .entry(session)
+                    .or_default()
+                    .insert(frame.position.segment);
+                if matches!(
+                    record,
+                    Record::CreateSession { .. } | Record::ForkSession { .. }
+                ) {
+                    orphans.created_in.insert(session, frame.position.segment);
+                }
+            }
+            Ok(())
+        };
+        let start = LogPosition {
+            segment: numbers.first().copied().unwrap_or(1),
+            offset: SEGMENT_HEADER_LEN,
+        };
+        scan::scan(
+            &self.segments,
+            &numbers,
+            start,
+            RecoveryMode::SalvageSkippingBadFrames,
+            &self.limits,
+            &mut visit,
+        )?;
+        Ok(orphans)
+    }
+
+    /// The compacted copy of segment `number`, or why it cannot be compacted.
+    fn compact(
+        &self,
+        number: u64,
+        known: &HashSet<u64>,
+        droppable: &HashSet<u64>,
+    ) -> Result<Result<Compacted, String>, GcError> {
+        let path = self.segments.path(number);
+        let io_err = |source| GcError::Io {
+            path: path.clone(),
+            source,
+        };
+        let file = self.segments.file(number).map_err(io_err)?;
+        let len = file.len().map_err(io_err)?;
+        let mut buf = vec![0u8; len as usize];
+        file.read_exact_at(&mut buf, 0).map_err(io_err)?;
+        let mut out = segment::encode_header_version(number, segment::COMPACTED_VERSION).to_vec();
+        let mut events = Vec::new();
+        let mut dropped = 0u64;
+        let mut encoder = frame::Encoder::new(self.config.zstd_level);
+        // The index run last checked per session (a frame holds one run per session).
+        let mut checked: HashMap<u64, Run> = HashMap::new();
+        let mut offset = SEGMENT_HEADER_LEN;
+        while offset < len {
+            let damaged = |what: String| Ok(Err(format!("frame at offset {offset}: {what}")));
+            let Some(hb) = buf.get(offset as usize..offset as usize + FRAME_HEADER_LEN) else {
+                return damaged("truncated header".into());
+            };
+            let mut hb16 = [0u8; FRAME_HEADER_LEN];
+            hb16.copy_from_slice(hb);
+            let header = match FrameHeader::parse(&hb16, &self.limits) {
+                Ok(h) => h,
+                Err(e) => return damaged(e.to_string()),
+            };
+            let end = offset + header.frame_len();
+            let Some(bytes) = buf.get(offset as usize..end as usize) else {
+                return damaged("truncated frame".into());
+            };
+            let payload = match frame::decode_payload(&header, &bytes[8..]) {
+                Ok(p) => p,
+                Err(e) => return damaged(e.to_string()),
+            };
+            let records = match Record::decode_all(&payload) {
+                Ok(r) => r,
+                Err(e) => return damaged(e.to_string()),
+            };
+            // Frames of an operation that spans frames are copied whole, so the chain of
+            // continued frames (which may cross segments) stays as it was.
+            let whole = header.continued() || header.continuation();
+            let mut kept = Vec::new();
+            let mut kept_events: Vec<(u64, Seq, u32)> = Vec::new();
+            for (k, (roff, record)) in records.iter().enumerate() {
+                let rend = records
+                    .get(k + 1)
+                    .map_or(payload.len(), |(o, _)| *o as usize);
+                let (session, seq) = session_of(record);
+                let keep = whole || !droppable.contains(&session);
+                if !keep {
+                    dropped += 1;
+                    continue;
+                }
+                let new_roff = if whole { *roff } else { kept.len() as u32 };
+                if !whole {
+                    kept.extend_from_slice(&payload[*roff as usize..rend]);
+                }
+                if let (Some(seq), true) = (seq, known.contains(&session)) {
+                    let located = match checked.get(&session) {
+                        Some(r) if r.location.frame_offset == offset && seq < r.end() => true,
+                        _ => match self.index.run(session, seq)? {
+                            Some(r)
+                                if r.location.segment == number
+                                    && r.location.frame_offset == offset
+                                    && seq < r.end() =>
+                            {
+                                checked.insert(session, r);
+                                true
+                            }
+                            _ => false,
+                        },
+                    };
+                    if !located {
+                        return Ok(Err(format!(
+                            "event seq {seq} of session number {session} at offset {offset} is \
+                             not where the index locates it (run `sessionlog verify`)"
+                        )));
+                    }
+                    kept_events.push((session, seq, new_roff));
+                }
+            }
+            let new_offset = out.len() as u64;
+            let new_len = if whole {
+                out.extend_from_slice(bytes);
+                header.frame_len()
+            } else if kept.is_empty() {
+                0
+            } else {
+                let encoded = encoder.encode(&kept, self.config.compress_threshold, 0);
+                let l = encoded.len() as u64;
+                out.extend_from_slice(&encoded);
+                l
+            };
+            for (session, seq, record_offset) in kept_events {
+                events.push((
+                    session,
+                    seq,
+                    Location {
+                        segment: number,
+                        frame_offset: new_offset,
+                        frame_len: new_len as u32,
+                        record_offset,
+                    },
+                ));
+            }
+            offset = end;
+        }
+        Ok(Ok(Compacted {
+            number,
+            old_len: len,
+            bytes: out,
+            events,
+            dropped,
+        }))
+    }
+}
+
+/// After a compacted segment (format-spec.md §11.3): a record of a session whose creation a
+/// GC dropped (a purged session's later records, or a fork of such a session), which
+/// recovery and `verify` ignore.
+pub(super) fn collected(registry: &Registry, record: &Record) -> bool {
+    match record {
+        Record::CreateSession { .. } => false,
+        Record::ForkSession { parent, .. } => registry.get(*parent).is_none(),
+        Record::Event { session, .. }
+        | Record::DeleteSession { session }
+        | Record::Verbatim { session } => registry.get(*session).is_none(),
+    }
+}
+
+/// The path of segment `number`'s compacted copy with `suffix`.
+fn gc_path(dir: &Path, number: u64, suffix: &str) -> PathBuf {
+    dir.join(format!("{number:020}{suffix}"))
+}
+
+/// The segment number of a compacted copy's file name with `suffix`.
+fn parse_gc_name(name: &str, suffix: &str) -> Option<u64> {
+    let digits = name.strip_suffix(suffix)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Finishes a GC a crash interrupted, before a writable open reads the index: deletes
+/// `N.gc.tmp` files; when an `N.gc` exists, deletes `index.redb` (the GC may or may not have
+/// repointed it), then renames every `N.gc` over `N.seg`, so recovery rebuilds the index
+/// from the log. Returns true when the index was deleted.
+pub(super) fn finish_interrupted(
+    fs: &dyn FileSystem,
+    store_dir: &Path,
+    segments_dir: &Path,
+) -> Result<bool, OpenError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| OpenError::Io { path, source }
+    };
+    if !fs.exists(segments_dir) {
+        return Ok(false);
+    }
+    let names = fs.list(segments_dir).map_err(io(segments_dir))?;
+    let mut done = Vec::new();
+    for name in &names {
+        if parse_gc_name(name, GC_TMP_SUFFIX).is_some() {
+            let p = segments_dir.join(name);
+            fs.remove_file(&p).map_err(io(&p))?;
+        } else if let Some(n) = parse_gc_name(name, GC_SUFFIX) {
+            done.push(n);
+        }
+    }
+    if done.is_empty() {
+        return Ok(false);
+    }
+    let index = store_dir.join(INDEX_FILE);
+    match std::fs::remove_file(&index) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(&index)(e)),
+    }
+    fs.sync_dir(store_dir).map_err(io(store_dir))?;
+    for n in done {
+        let from = gc_path(segments_dir, n, GC_SUFFIX);
+        let to = segment::path(segments_dir, n);
+        fs.rename(&from, &to).map_err(io(&from))?;
+    }
+    fs.sync_dir(segments_dir).map_err(io(segments_dir))?;
+    Ok(true)
+}
