@@ -93,6 +93,24 @@ fn the_spec_segment_header_example_is_what_the_store_writes() {
 }
 
 #[test]
+fn the_spec_compacted_segment_header_example_is_what_a_gc_writes() {
+    use sessionlog::log::segment::{self, COMPACTED_VERSION, HeaderCheck};
+    let bytes = hexdump_after(
+        "Example: the header of compacted segment 1 at format version 4",
+        1,
+    );
+    assert_eq!(bytes.len(), 32);
+    assert_eq!(
+        segment::check_header(&bytes, 1),
+        HeaderCheck::Valid { version: 4 }
+    );
+    assert_eq!(
+        segment::encode_header_version(1, COMPACTED_VERSION).to_vec(),
+        bytes
+    );
+}
+
+#[test]
 fn the_spec_continued_frame_example_decodes_with_bit_1() {
     let bytes = hexdump_after("Example: the frame of §4.1 with bit 1 set", 1);
     let (header, payload) = frame::decode(&bytes, &FrameLimits::default()).unwrap();
