@@ -35,7 +35,21 @@ pub struct Segments {
     /// A reader's end of the log: segments after it are not listed, and its segment reads
     /// as ending there (what a live writer has not published yet is not visible).
     bound: Mutex<Option<LogPosition>>,
+    /// When [`Segments::release_replaced`] last looked, and the directory's mtime then.
+    replaced_probe: Mutex<ReplacedProbe>,
 }
+
+/// What [`Segments::release_replaced`] saw when it last compared the open handles with the
+/// files at their paths.
+#[derive(Debug, Default)]
+struct ReplacedProbe {
+    dir_mtime: Option<std::time::SystemTime>,
+    at: Option<std::time::Instant>,
+}
+
+/// [`Segments::release_replaced`] compares every open handle at least this often even when
+/// the directory's mtime says nothing changed (its resolution is a clock tick).
+const REPLACED_RECHECK: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A segment file seen only up to a reader's bound.
 #[derive(Debug)]
@@ -90,6 +104,7 @@ impl Segments {
             generation: std::sync::atomic::AtomicU64::new(0),
             swap: std::sync::RwLock::new(()),
             bound: Mutex::new(None),
+            replaced_probe: Mutex::new(ReplacedProbe::default()),
         })
     }
 
@@ -157,6 +172,15 @@ impl Segments {
         Ok(f)
     }
 
+    /// Opens (and caches) a handle on every listed segment, so a reader keeps the very files
+    /// its view describes however a writer's GC replaces them later.
+    pub fn open_all(&self) -> io::Result<()> {
+        for number in self.list()? {
+            self.raw_file(number)?;
+        }
+        Ok(())
+    }
+
     /// Creates segment `number` with its header, syncs it and the directory.
     pub fn create(&self, number: u64) -> io::Result<Arc<dyn StorageFile>> {
         let path = self.path(number);
@@ -188,6 +212,57 @@ impl Segments {
             .insert(number, file);
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// For a reader (whose view was built from the files it has open): drops the handles of
+    /// segments whose file a writer's GC has since replaced (renamed a compacted copy over,
+    /// format-spec.md §11), so their space goes back to the file system, and returns their
+    /// numbers; the caller rebuilds its view. A replaced file is known by its length (a
+    /// compacted copy is always shorter; the same file has the same length through any
+    /// handle). Looks only when the segments directory changed (its mtime) or every
+    /// [`REPLACED_RECHECK`].
+    pub fn release_replaced(&self) -> io::Result<Vec<u64>> {
+        {
+            let mut probe = self
+                .replaced_probe
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let mtime = std::fs::metadata(&self.dir).and_then(|m| m.modified()).ok();
+            let due = probe.at.is_none_or(|at| at.elapsed() >= REPLACED_RECHECK);
+            if mtime.is_some() && mtime == probe.dir_mtime && !due {
+                return Ok(Vec::new());
+            }
+            probe.dir_mtime = mtime;
+            probe.at = Some(std::time::Instant::now());
+        }
+        let open: Vec<(u64, Arc<dyn StorageFile>)> = self
+            .handles
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(n, f)| (*n, f.clone()))
+            .collect();
+        let mut replaced = Vec::new();
+        for (number, handle) in open {
+            let now = match self.fs.open(&self.path(number), OpenMode::Read) {
+                Ok(f) => Some(f.len()?),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                Err(e) => return Err(e),
+            };
+            if now != Some(handle.len()?) {
+                replaced.push(number);
+            }
+        }
+        if !replaced.is_empty() {
+            let mut handles = self.handles.lock().unwrap_or_else(|p| p.into_inner());
+            for n in &replaced {
+                handles.remove(n);
+            }
+            drop(handles);
+            self.generation
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        Ok(replaced)
     }
 
     /// Changes whenever a GC installs a compacted segment: locations looked up before (and

@@ -298,7 +298,16 @@ pub(super) fn open_reader_index(
                     Ok((index, recovered))
                 })
         } else {
-            open_index(dir, segments, config, limits)
+            // The index is a copy of the last writer's: hold every segment it points into
+            // now (a GC by a writer that opens later replaces files; the refresh that sees it
+            // builds the view again).
+            open_index(dir, segments, config, limits).and_then(|opened| {
+                segments.open_all().map_err(|source| OpenError::Io {
+                    path: segments.dir().to_path_buf(),
+                    source,
+                })?;
+                Ok(opened)
+            })
         };
         let after = read_published_settled(dir);
         let changed = writer_alive(dir)? != alive
@@ -381,11 +390,23 @@ impl Store {
         // Never move back: a bound behind the view (a writer recovering with an older
         // published position) keeps the view where it is.
         let bound = bound.map(|b| b.max(view.end));
+        // Segments a GC replaced since the view was built: their handles go (so the space
+        // comes back) and the view is built again from the files now in place.
+        let replaced = self
+            .segments
+            .release_replaced()
+            .map_err(|source| OpenError::Io {
+                path: self.segments.dir().to_path_buf(),
+                source,
+            })?;
         let same = alive == view.writer_alive && generation == view.generation;
         // With no writer since the last look (the same generation: a writer that opened
         // meanwhile would have moved it), the log has not changed.
-        if same && (!alive || bound == Some(view.end)) {
+        if replaced.is_empty() && same && (!alive || bound == Some(view.end)) {
             return Ok(false);
+        }
+        if !replaced.is_empty() {
+            self.index.clear()?;
         }
         self.segments.set_bound(bound);
         let recovered = recovery::recover(recovery::RecoveryInput {

@@ -333,3 +333,96 @@ fn a_full_disk_during_a_gc_loses_nothing() {
     }
     assert!(failures > 0, "no write of the GC failed");
 }
+
+/// Readers opened before a GC, during it (between its steps is not reachable from here, so
+/// before and after each), and after it read every live event the same; a reader that
+/// opened before gives the replaced files back at its next refresh.
+#[test]
+fn readers_beside_a_gc_read_the_same_and_let_go_of_replaced_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), config()).unwrap();
+    fill(&store);
+    store.flush().unwrap();
+    let before = snapshot(&store);
+    let mut early = Store::open_reader(dir.path()).unwrap();
+    assert_eq!(snapshot(&early), before);
+    // A reader that has read nothing yet (no segment handle but those its scan opened).
+    let mut idle = Store::open_reader(dir.path()).unwrap();
+    let report = store
+        .gc(GcOptions::default().live_fraction(1.0), &mut |_, _| {})
+        .unwrap();
+    assert!(!report.compacted.is_empty());
+    assert_eq!(snapshot(&idle), before, "a reader opened before the GC");
+    assert_eq!(snapshot(&early), before);
+    // The writer goes on; the readers refresh and read old and new events alike.
+    store.append("late", synthetic_event(3, 77)).unwrap();
+    store.flush().unwrap();
+    let after = snapshot(&store);
+    assert!(early.refresh().unwrap());
+    assert!(idle.refresh().unwrap());
+    assert_eq!(snapshot(&early), after);
+    assert_eq!(snapshot(&idle), after);
+    let late = Store::open_reader(dir.path()).unwrap();
+    assert_eq!(snapshot(&late), after, "a reader opened after the GC");
+    // A second GC while the readers hold their views.
+    store.delete_session("s3").unwrap();
+    store.flush().unwrap();
+    store
+        .gc(GcOptions::default().live_fraction(1.0), &mut |_, _| {})
+        .unwrap();
+    let after2 = snapshot(&store);
+    assert!(!after2.contains_key("s3"));
+    assert_eq!(
+        snapshot(&late),
+        after,
+        "a reader that did not refresh keeps its view"
+    );
+    drop(late);
+    assert!(early.refresh().unwrap());
+    assert!(idle.refresh().unwrap());
+    assert_eq!(snapshot(&early), after2);
+    assert_eq!(snapshot(&idle), after2);
+    // The refreshed readers hold no replaced (deleted) segment file open: the GC's space
+    // comes back while they live.
+    #[cfg(target_os = "linux")]
+    {
+        let held: Vec<String> = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .map(|p| p.display().to_string())
+            .filter(|p| {
+                p.starts_with(&dir.path().display().to_string()) && p.ends_with("(deleted)")
+            })
+            .collect();
+        assert!(held.is_empty(), "replaced segments still open: {held:?}");
+    }
+}
+
+/// A reader that opened with no writer (its index a copy of the last writer's) holds the
+/// files that index points into: a writer that opens later and GCs changes none of its
+/// answers, and its next refresh lets the replaced files go.
+#[test]
+fn a_reader_of_a_closed_store_reads_the_same_across_a_later_writers_gc() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = {
+        let store = Store::open(dir.path(), config()).unwrap();
+        fill(&store);
+        let before = snapshot(&store);
+        store.close().unwrap();
+        before
+    };
+    let mut r = Store::open_reader(dir.path()).unwrap();
+    assert!(!r.reader_view().unwrap().writer_alive);
+    let store = Store::open(dir.path(), config()).unwrap();
+    let report = store
+        .gc(GcOptions::default().live_fraction(1.0), &mut |_, _| {})
+        .unwrap();
+    assert!(!report.compacted.is_empty());
+    assert_eq!(snapshot(&r), before, "read after the GC, before a refresh");
+    store.append("late", synthetic_event(3, 77)).unwrap();
+    store.flush().unwrap();
+    let after = snapshot(&store);
+    assert!(r.refresh().unwrap());
+    assert_eq!(snapshot(&r), after);
+    assert!(r.verify().unwrap().is_clean());
+}
