@@ -24,6 +24,7 @@ mod config;
 mod create;
 mod follow;
 mod gc;
+mod gc_background;
 #[cfg(feature = "internals")]
 mod internals;
 mod live;
@@ -40,6 +41,7 @@ use open::open_index;
 mod verify;
 
 pub use gc::{GcError, GcOptions, GcReport};
+pub use gc_background::{BackgroundGc, BackgroundGcStats};
 pub use retention::{Eviction, EvictionReason, Retention};
 pub use space::{GC_LIVE_FRACTION, SegmentSpace, SessionSpace, SpaceReport, SpaceTotals};
 pub use verify::{InvariantCheck, VerifyReport};
@@ -195,6 +197,8 @@ pub struct Store {
     evicted_at_open: Vec<Eviction>,
     /// Held by a running [`Store::gc`] (one at a time).
     gc_lock: Mutex<()>,
+    /// Deletions committed, for [`Store::background_gc`].
+    deletions: gc_background::DeletionClock,
     _lock: lock::StoreLock,
 }
 
@@ -334,6 +338,7 @@ impl Store {
             grown: Mutex::new(HashMap::new()),
             evicted_at_open: Vec::new(),
             gc_lock: Mutex::new(()),
+            deletions: gc_background::DeletionClock::default(),
             _lock: store_lock,
         };
         if !writable {

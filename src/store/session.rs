@@ -334,7 +334,9 @@ impl Store {
         })?;
         drop(registry);
         lock(&self.cores).remove(&number);
-        self.finish(lsn, 0)
+        let receipt = self.finish(lsn, 0);
+        self.note_deletion();
+        receipt
     }
 
     /// dsh's store id minting: `session-<n>`, the first n from 1 not taken.

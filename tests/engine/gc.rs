@@ -426,3 +426,75 @@ fn a_reader_of_a_closed_store_reads_the_same_across_a_later_writers_gc() {
     assert_eq!(snapshot(&r), after);
     assert!(r.verify().unwrap().is_clean());
 }
+
+/// Polls `done` for up to a minute (a liveness bound for a background thread, not a speed
+/// assertion).
+fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(60) {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    false
+}
+
+/// `Store::background_gc`: a thread compacts what deletions left while appends go on, runs a
+/// pass only when something was deleted (or a segment holding deleted records was sealed),
+/// and every event reads the same throughout and after a reopen.
+#[test]
+fn the_background_gc_collects_after_deletions_while_appends_go_on() {
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(dir.path(), config()).unwrap());
+    let every = std::time::Duration::from_millis(20);
+    let gc = store.background_gc(every, GcOptions::default());
+    // The first pass (nothing deleted yet in this life) finds nothing to do.
+    assert!(eventually(|| gc.stats().passes == 1));
+    std::thread::sleep(every * 10);
+    assert_eq!(gc.stats().passes, 1, "no deletion, no new pass");
+    fill(&store);
+    let size = segments_size(dir.path());
+    let mut expected = snapshot(&store);
+    // Appends beside the passes.
+    for seq in 3..200 {
+        store.append("late", synthetic_event(seq, 77)).unwrap();
+        if seq % 10 == 0 {
+            store.flush().unwrap();
+        }
+    }
+    store.flush().unwrap();
+    expected.insert("late".into(), read_all(&store, "late"));
+    assert!(
+        eventually(
+            || gc.stats().compacted > 0 && gc.stats().last.is_some_and(|r| r.compacted.is_empty())
+        ),
+        "{:?}",
+        gc.stats()
+    );
+    let stats = gc.stop();
+    assert_eq!(stats.last_error, None);
+    assert!(stats.freed > 0);
+    assert!(segments_size(dir.path()) < size);
+    assert_eq!(snapshot(&store), expected);
+    drop(store);
+    let store = Store::open(dir.path(), config()).unwrap();
+    assert_eq!(snapshot(&store), expected);
+    assert!(store.verify().unwrap().is_clean());
+}
+
+/// The background thread ends when the store is dropped (it holds no strong reference
+/// between passes), and dropping the handle stops it.
+#[test]
+fn the_background_gc_never_keeps_a_store_open() {
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(dir.path(), config()).unwrap());
+    let gc = store.background_gc(std::time::Duration::from_millis(5), GcOptions::default());
+    assert!(eventually(|| gc.stats().passes >= 1));
+    drop(store);
+    // The lock is released: a writer opens.
+    assert!(eventually(|| Store::open(dir.path(), config()).is_ok()));
+    drop(gc);
+}
