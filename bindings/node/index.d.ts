@@ -43,11 +43,27 @@ export interface StoreOptions {
   invariants?: 'always' | 'debug' | 'off';
   /** `resume` appends dsh's crash closers to a log that ends inside an open turn (default true). */
   repairOnResume?: boolean;
+  /** Run the segment GC in the background every this many ms when sessions were deleted (default: never; `gc()` on demand). */
+  gcIntervalMs?: number;
+  /** Segment file size before the log rolls over to a new segment (default 64 MiB). */
+  segmentBytes?: number;
+}
+
+/** What `gc()` did (or, with `dryRun`, would do). */
+export interface GcReport {
+  dryRun: boolean;
+  /** Segment numbers compacted. */
+  compacted: number[];
+  freed: number;
+  sizeBefore: number;
+  sizeAfter: number;
+  recordsDropped: number;
 }
 
 /** Stable error codes (the `code` of a `SessionlogError`). */
 export type ErrorCode =
   | 'ADDON_NOT_BUILT'
+  | 'GC'
   | 'INVALID_ARGUMENT'
   | 'INVALID_OPTIONS'
   | 'INVALID_HEADER'
@@ -160,6 +176,7 @@ export class Store {
   fork(parentId: string, childHeader: SessionHeader, seedLength: number): Promise<{ header: SessionHeader; length: number; revision: string }>;
   list(): Promise<Listed[]>;
   delete(id: string): Promise<void>;
+  gc(options?: { dryRun?: boolean }): Promise<GcReport>;
   recoveryReport(): Promise<RecoveryReport>;
   close(): Promise<void>;
 }

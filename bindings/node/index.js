@@ -156,7 +156,7 @@ class Store {
     if (o.invariants !== undefined && !INVARIANTS.has(o.invariants)) {
       throw new SessionlogError('INVALID_OPTIONS', `invariants must be 'always', 'debug' or 'off', got ${describe(o.invariants)}`);
     }
-    const known = ['durability', 'groupDelayMs', 'readOnly', 'invariants', 'repairOnResume'];
+    const known = ['durability', 'groupDelayMs', 'readOnly', 'invariants', 'repairOnResume', 'gcIntervalMs', 'segmentBytes'];
     for (const k of Object.keys(o)) {
       if (!known.includes(k)) throw new SessionlogError('INVALID_OPTIONS', `unknown store option ${k}`);
     }
@@ -265,6 +265,11 @@ class Store {
   async delete(id) {
     checkId(id);
     unwrap(await this.#native.delete(id));
+  }
+
+  /** The segment GC on demand: compacts sealed segments deleted sessions left mostly dead. */
+  async gc(options = {}) {
+    return unwrap(await this.#native.gc(Boolean(options.dryRun)));
   }
 
   /** What crash recovery found when the store was opened. */

@@ -156,6 +156,11 @@ impl NativeStore {
     }
 
     #[napi(ts_return_type = "Promise<string>")]
+    pub fn gc(&self, dry_run: bool) -> AsyncTask<Op> {
+        self.run(move |inner| inner.gc(dry_run))
+    }
+
+    #[napi(ts_return_type = "Promise<string>")]
     pub fn recovery(&self) -> AsyncTask<Op> {
         self.run(|inner| inner.recovery())
     }

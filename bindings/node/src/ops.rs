@@ -1,11 +1,11 @@
 //! What each call does, on an opened store, with results as JSON text.
 
 use std::fmt::Write as _;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use serde::Deserialize;
-use sessionlog::{Config, Durability, Event, InvariantMode, Store};
+use sessionlog::{BackgroundGc, Config, Durability, Event, GcOptions, InvariantMode, Store};
 
 use crate::errors::Failure;
 use crate::wire;
@@ -17,7 +17,9 @@ pub struct Inner {
 
 /// An opened store.
 pub struct Opened {
-    store: Store,
+    store: Arc<Store>,
+    /// The background segment GC (`gcIntervalMs`), stopped before the store closes.
+    gc: Option<BackgroundGc>,
     /// Qualifies every revision: the store directory's identity (device, inode, birth time),
     /// so two stores never share a revision and a reopened store keeps its revisions.
     tag: String,
@@ -31,6 +33,8 @@ struct Options {
     read_only: Option<bool>,
     invariants: Option<String>,
     repair_on_resume: Option<bool>,
+    gc_interval_ms: Option<u64>,
+    segment_bytes: Option<u64>,
 }
 
 const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
@@ -154,13 +158,28 @@ impl Inner {
             .read_only(o.read_only.unwrap_or(false))
             .invariants(invariants)
             .repair_on_resume(o.repair_on_resume.unwrap_or(true));
+        let config = match o.segment_bytes {
+            Some(n) => config.segment_bytes(n),
+            None => config,
+        };
         let mut slot = self.open.write().unwrap_or_else(|p| p.into_inner());
         if slot.is_some() {
             return Err(Failure::new("ALREADY_OPEN", "this handle is open already"));
         }
-        let store = Store::open(dir, config)?;
+        if o.gc_interval_ms == Some(0) {
+            return Err(Failure::new(
+                "INVALID_OPTIONS",
+                "gcIntervalMs must be at least 1 (leave it out for no background GC)",
+            ));
+        }
+        let read_only = o.read_only.unwrap_or(false);
+        let store = Arc::new(Store::open(dir, config)?);
         let tag = store_tag(store.dir());
-        *slot = Some(Opened { store, tag });
+        let gc = o
+            .gc_interval_ms
+            .filter(|_| !read_only)
+            .map(|ms| store.background_gc(Duration::from_millis(ms), GcOptions::default()));
+        *slot = Some(Opened { store, gc, tag });
         Ok("true".into())
     }
 
@@ -398,6 +417,21 @@ impl Inner {
         })
     }
 
+    /// The segment GC on demand (`Store::gc`): `{dryRun, compacted, freed, sizeBefore,
+    /// sizeAfter, recordsDropped}`.
+    pub fn gc(&self, dry_run: bool) -> Result<String, Failure> {
+        self.with(|o| {
+            let r = o
+                .store
+                .gc(GcOptions::default().dry_run(dry_run), &mut |_, _| {})
+                .map_err(|e| Failure::new("GC", e.to_string()))?;
+            Ok(format!(
+                "{{\"dryRun\":{},\"compacted\":{:?},\"freed\":{},\"sizeBefore\":{},\"sizeAfter\":{},\"recordsDropped\":{}}}",
+                r.dry_run, r.compacted, r.freed, r.size_before, r.size_after, r.records_dropped
+            ))
+        })
+    }
+
     pub fn delete(&self, id: &str) -> Result<String, Failure> {
         self.with(|o| {
             o.store.delete_session(id)?;
@@ -445,8 +479,14 @@ impl Inner {
     pub fn close(&self) -> Result<String, Failure> {
         let taken = self.open.write().unwrap_or_else(|p| p.into_inner()).take();
         match taken {
-            Some(o) => {
-                o.store.close()?;
+            Some(Opened { store, gc, .. }) => {
+                // The GC thread holds the store only during a pass: once it stopped, this
+                // is the last handle.
+                drop(gc);
+                match Arc::try_unwrap(store) {
+                    Ok(store) => store.close()?,
+                    Err(shared) => shared.flush()?,
+                }
                 Ok("true".into())
             }
             None => Ok("false".into()),
