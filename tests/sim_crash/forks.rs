@@ -379,5 +379,4 @@ impl Scenario {
             Err(e) => Err(StepError::Fatal(format!("surface of {}: {e}", s.id))),
         }
     }
-
 }

@@ -443,5 +443,4 @@ impl Scenario {
         }
         Ok(())
     }
-
 }

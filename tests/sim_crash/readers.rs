@@ -369,5 +369,4 @@ impl Scenario {
         self.tally.live_reader_checks += 1;
         Ok(())
     }
-
 }
