@@ -151,6 +151,7 @@ pub(crate) fn run_family(name: &'static str, family: Family, salt: u64, default:
         total.live_reader_checks > 0,
         "{name}: no reader was opened beside the live writer"
     );
+    total.gc.assert_ran(name, &family);
 }
 
 #[test]
@@ -212,4 +213,12 @@ fn a_damaged_index_costs_only_a_rebuild() {
     family.new_ops = true;
     family.index_damage = true;
     run_family("index-damage", family, 0, 300);
+}
+
+/// The `gc` family (`gc.rs`): a filled store's GC crashed at each of its file-system
+/// operations, with ENOSPC at each of its writes, full disks, readers beside it; then more
+/// workload, a GC crashed at random, reopens.
+#[test]
+fn gc_survives_crashes_full_disks_and_readers() {
+    run_family("gc", GC_FAMILY, 1, 12);
 }

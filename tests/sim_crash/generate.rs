@@ -72,6 +72,8 @@ pub(crate) const MAIN: Family = Family {
     new_ops: false,
     multiframe: false,
     index_damage: false,
+    lifecycle: false,
+    gc_sweep: false,
 };
 
 /// Buffered mode with unsynced writes persisting in order (`buffered_survives_reordered_crashes`
@@ -92,6 +94,8 @@ pub(crate) const BUFFERED_IN_ORDER: Family = Family {
     new_ops: false,
     multiframe: false,
     index_damage: false,
+    lifecycle: false,
+    gc_sweep: false,
 };
 
 /// Imports and batches spanning many frames and segments, with ENOSPC / EIO / EFBIG /
@@ -114,6 +118,8 @@ pub(crate) const MULTIFRAME: Family = Family {
     new_ops: true,
     multiframe: true,
     index_damage: false,
+    lifecycle: false,
+    gc_sweep: false,
 };
 
 pub(crate) fn scratch_dir() -> tempfile::TempDir {

@@ -86,6 +86,7 @@ use sessionlog::store::{Config, Durability, ForkFailure, ImportError, Listed, St
 
 mod families;
 mod forks;
+mod gc;
 mod generate;
 mod ops;
 mod readers;
@@ -93,6 +94,7 @@ mod regressions;
 mod scenario;
 
 use families::*;
+use gc::*;
 use generate::*;
 
 type Res<T = ()> = Result<T, String>;
@@ -167,7 +169,7 @@ impl ModelSession {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Model {
     sessions: Vec<ModelSession>,
     next_id: u64,
@@ -258,6 +260,8 @@ struct Tally {
     /// Readers opened beside the live writer (`Store::open_reader` while it appends) whose
     /// every session held a prefix with everything acknowledged.
     live_reader_checks: u64,
+    /// The storage lifecycle: GC, retention, readers beside a GC (`gc.rs`).
+    gc: GcTally,
 }
 
 impl Tally {
@@ -311,6 +315,7 @@ impl Tally {
         self.ro_after_crash_ok += o.ro_after_crash_ok;
         self.ro_after_crash_errors += o.ro_after_crash_errors;
         self.live_reader_checks += o.live_reader_checks;
+        self.gc.add(&o.gc);
     }
 }
 
@@ -339,6 +344,12 @@ struct Family {
     /// Between rounds (and after some crashes) `index.redb` is damaged: bytes flipped,
     /// truncated, a page overwritten, its magic broken.
     index_damage: bool,
+    /// The storage lifecycle joins the workload: `Store::gc` (thresholds that compact, up to
+    /// `live_fraction(1.0)`), `Store::apply_retention`, and `Config::retention` at some opens.
+    lifecycle: bool,
+    /// The `gc` family: a filled store's GC run from one state with a crash at each of its
+    /// file-system operations, ENOSPC at each of its writes, and readers beside it.
+    gc_sweep: bool,
 }
 
 /// One frame of the log image, with what it holds (for locating bit flips).

@@ -320,6 +320,9 @@ impl Scenario {
     }
 
     pub(crate) fn run(mut self) -> Res<Tally> {
+        if self.family.gc_sweep {
+            return self.run_gc();
+        }
         if trace() {
             eprintln!(
                 "config: {:?}, segment_bytes {}, batch_bytes {}, compress_threshold {}, checkpoint_bytes {}",
