@@ -82,7 +82,13 @@ pub(crate) fn run_family(name: &'static str, family: Family, salt: u64, default:
         return;
     }
     install_panic_hook();
-    let n = scenario_count(default);
+    // The gc family's scenarios sweep every crash point of a GC (seconds each): it has its
+    // own count (`SESSIONLOG_SIM_GC_SCENARIOS`).
+    let n = if family.gc_sweep {
+        default
+    } else {
+        scenario_count(default)
+    };
     let threads = std::thread::available_parallelism()
         .map_or(1, |p| p.get())
         .min(2) as u64;
@@ -217,8 +223,14 @@ fn a_damaged_index_costs_only_a_rebuild() {
 
 /// The `gc` family (`gc.rs`): a filled store's GC crashed at each of its file-system
 /// operations, with ENOSPC at each of its writes, full disks, readers beside it; then more
-/// workload, a GC crashed at random, reopens.
+/// workload, a GC crashed at random, reopens. 12 scenarios in CI (each sweeps every crash
+/// point of its GC, a second or two each); `SESSIONLOG_SIM_GC_SCENARIOS=N` for long runs
+/// (`SESSIONLOG_SIM_SCENARIOS` does not apply to it).
 #[test]
 fn gc_survives_crashes_full_disks_and_readers() {
-    run_family("gc", GC_FAMILY, 1, 12);
+    let n = std::env::var("SESSIONLOG_SIM_GC_SCENARIOS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12);
+    run_family("gc", GC_FAMILY, 1, n);
 }

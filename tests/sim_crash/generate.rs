@@ -72,7 +72,7 @@ pub(crate) const MAIN: Family = Family {
     new_ops: false,
     multiframe: false,
     index_damage: false,
-    lifecycle: false,
+    lifecycle: true,
     gc_sweep: false,
 };
 
@@ -94,7 +94,7 @@ pub(crate) const BUFFERED_IN_ORDER: Family = Family {
     new_ops: false,
     multiframe: false,
     index_damage: false,
-    lifecycle: false,
+    lifecycle: true,
     gc_sweep: false,
 };
 
@@ -118,7 +118,7 @@ pub(crate) const MULTIFRAME: Family = Family {
     new_ops: true,
     multiframe: true,
     index_damage: false,
-    lifecycle: false,
+    lifecycle: true,
     gc_sweep: false,
 };
 

@@ -82,12 +82,13 @@ use sessionlog::log::record::Record;
 use sessionlog::log::segment::{self, SEGMENT_HEADER_LEN};
 use sessionlog::session::InvariantMode;
 use sessionlog::session::fork::ForkErrorCode;
-use sessionlog::store::{Config, Durability, ForkFailure, ImportError, Listed, Store};
+use sessionlog::store::{Config, Durability, ForkFailure, ImportError, Listed, Retention, Store};
 
 mod families;
 mod forks;
 mod gc;
 mod generate;
+mod lifecycle;
 mod ops;
 mod readers;
 mod regressions;
@@ -396,6 +397,8 @@ struct Scenario {
     /// The reopen being checked followed a process restart: what it shows may still be in
     /// the page cache only, so it is not made durable in the model.
     volatile_reopen: bool,
+    /// The sessions `Config::retention` evicted at the last open.
+    evicted_at_open: Vec<String>,
 }
 
 /// A multi-frame operation in flight.

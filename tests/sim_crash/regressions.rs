@@ -270,6 +270,8 @@ fn a_cut_after_enospc_survives_an_fsync_eio_and_a_power_loss() {
     let mut family = MAIN;
     family.options.eio_drops_cache = false;
     family.continue_after_fault = true;
+    // The workload as it was when the seed was found.
+    family.lifecycle = false;
     let seed = 19192;
     Scenario::new(seed, family)
         .run()
@@ -348,6 +350,7 @@ fn an_fsync_eio_before_a_restart_does_not_leave_a_hole_after_a_power_loss() {
         family.restarts = true;
         family.continue_after_fault = true;
         family.options.eio_drops_cache = false;
+        family.lifecycle = false;
         Scenario::new(seed, family)
             .run()
             .unwrap_or_else(|e| panic!("multiframe-restart seed {seed}: {e}"));
@@ -400,4 +403,37 @@ fn a_gc_keeps_the_next_session_number_derivable_through_forks() {
 #[test]
 fn a_purged_session_created_across_frames_keeps_its_records() {
     replay_gc(25);
+}
+
+/// Finding (engine, open; found by the retention checks of the lifecycle workload, e.g.
+/// `multiframe` seed 57 and `index-damage` seed 424): `SessionInfo::last_time` is the time of
+/// the last event a session appended itself, so a fork with no event of its own (a verbatim
+/// fork, or a fork of a fork at its `session/end-seed` marker, which gets no second marker)
+/// reports 0. Retention takes that as its last activity: a fork made a moment ago is idle
+/// since 1970, evicted first by a count or size limit and by any idle limit. Its inherited
+/// last event's time is what the retention docs promise.
+#[test]
+#[ignore = "finding: open (SessionInfo::last_time of a fork without events of its own)"]
+fn a_fork_without_events_of_its_own_is_as_active_as_its_seed() {
+    let dir = scratch_dir();
+    let config = Config::default()
+        .durability(Durability::Sync)
+        .invariants(InvariantMode::Off);
+    let store = Store::open(dir.path(), config).unwrap();
+    let events = vec![Event::new("x/tick", 0, 5_000, "{}")];
+    store
+        .create_verbatim(SessionHeader::new("a", 1), events)
+        .unwrap();
+    store.fork("a", None, Some("b")).unwrap();
+    let info = store.session_info("b").unwrap();
+    assert_eq!(info.event_count, 1);
+    assert_eq!(
+        info.last_time, 5_000,
+        "the fork's last event is a's event at time 5000"
+    );
+    let evicted = store.plan_retention(&Retention::default().max_idle_ms(1_000), 5_500);
+    assert!(
+        evicted.is_empty(),
+        "a fresh fork evicted as idle: {evicted:?}"
+    );
 }

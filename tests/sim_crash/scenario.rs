@@ -6,7 +6,12 @@ impl Scenario {
     pub(crate) fn new(seed: u64, family: Family) -> Self {
         let mut rng = SimRng::new(seed);
         let sim = SimFs::new(rng.next_u64(), family.options);
-        let config = make_config(&mut rng, &sim, &family);
+        let mut config = make_config(&mut rng, &sim, &family);
+        if family.lifecycle && !family.index_damage && rng.chance(1, 4) {
+            // A retention policy applied at every writable open (a count: the same state
+            // evicts nothing more at the next open).
+            config = config.retention(Retention::default().max_sessions(rng.range(2, 12) as usize));
+        }
         Scenario {
             rng,
             sim,
@@ -23,6 +28,7 @@ impl Scenario {
             errors_at_open: 0,
             in_flight: None,
             volatile_reopen: false,
+            evicted_at_open: Vec::new(),
         }
     }
 
@@ -66,6 +72,7 @@ impl Scenario {
         if self.rng.chance(1, 3) {
             self.older_index = std::fs::read(self.index_path()).ok();
         }
+        self.note_evictions_at_open(&store);
         Ok(store)
     }
 
@@ -436,7 +443,13 @@ impl Scenario {
             self.tally.crashes += 1;
             drop(store);
             self.mangle_index();
-            if self.family.flips && self.rng.chance(1, 6) {
+            // Not when a GC left compacted copies: the next open renames them over the
+            // segments, and a flip in a replaced file is gone with it.
+            let copies_pending = sessionlog::fs::FileSystem::list(&*self.sim, &self.seg_dir())
+                .unwrap_or_default()
+                .iter()
+                .any(|n| n.ends_with(".gc"));
+            if self.family.flips && self.rng.chance(1, 6) && !copies_pending {
                 // Flip a bit of a segment header or of a whole frame (not of a torn tail:
                 // that was never acknowledged).
                 let (frames, numbers) = catalog(&self.sim, &self.seg_dir());
