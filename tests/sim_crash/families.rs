@@ -223,14 +223,16 @@ fn a_damaged_index_costs_only_a_rebuild() {
 
 /// The `gc` family (`gc.rs`): a filled store's GC crashed at each of its file-system
 /// operations, with ENOSPC at each of its writes, full disks, readers beside it; then more
-/// workload, a GC crashed at random, reopens. 12 scenarios in CI (each sweeps every crash
-/// point of its GC, a second or two each); `SESSIONLOG_SIM_GC_SCENARIOS=N` for long runs
-/// (`SESSIONLOG_SIM_SCENARIOS` does not apply to it).
+/// workload, a GC crashed at random, reopens. 16 scenarios in CI, each with about 40 crash
+/// points and 16 failing writes spread over its GC; `SESSIONLOG_SIM_GC_SCENARIOS=N` runs N
+/// scenarios that crash the GC at every operation and fail every write (seconds each;
+/// `SESSIONLOG_SIM_SCENARIOS` does not apply to this family).
 #[test]
 fn gc_survives_crashes_full_disks_and_readers() {
-    let n = std::env::var("SESSIONLOG_SIM_GC_SCENARIOS")
+    let long = std::env::var("SESSIONLOG_SIM_GC_SCENARIOS")
         .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(12);
-    run_family("gc", GC_FAMILY, 1, n);
+        .and_then(|v| v.parse().ok());
+    let mut family = GC_FAMILY;
+    family.gc_every_op = long.is_some();
+    run_family("gc", family, 1, long.unwrap_or(16));
 }

@@ -151,6 +151,7 @@ pub(crate) const GC_FAMILY: Family = Family {
     index_damage: false,
     lifecycle: true,
     gc_sweep: true,
+    gc_every_op: false,
 };
 
 /// An index's entries, without the caches a writer folds lazily (surface links, session
@@ -208,17 +209,35 @@ impl Scenario {
         self.all_durable("close");
         let fraction = *self.rng.pick(&[0.5, 0.9, 1.0]).unwrap();
         let options = GcOptions::default().live_fraction(fraction);
-        let messages = {
+        // A reference run: the messages before the GC, and what the GC does.
+        let (messages, plan) = {
             let mut b = self.branch(0);
             let store = b.open().map_err(|e| format!("reference open: {e}"))?;
             b.check_against_model(&store, "before the GC")?;
             let m = b.messages(&store)?;
+            let plan = store
+                .gc(options, &mut |_, _| {})
+                .map_err(|e| format!("reference GC: {e}"))?;
             store.close().map_err(|e| format!("reference close: {e}"))?;
-            m
+            (m, plan)
+        };
+        // CI sweeps about 40 crash points and 16 failing writes per GC, spread over all its
+        // operations from an offset drawn per scenario; long runs
+        // (`SESSIONLOG_SIM_GC_SCENARIOS`) sweep every one.
+        let every_op = self.family.gc_every_op;
+        let n = plan.compacted.len() as u64;
+        let spread = |points: u64, ops: u64| {
+            if every_op {
+                1
+            } else {
+                ops.div_ceil(points).max(1)
+            }
         };
         // A power loss after each file-system operation of the GC in turn.
+        let stride = spread(40, 6 * n + 12);
         let mut done = None;
-        for k in 0..10_000 {
+        let mut k = if every_op { 0 } else { self.rng.below(stride) };
+        while k < 100_000 {
             let mut b = self.branch(k + 1);
             if let Some(store) = b.gc_crash_at(k, options, &messages).map_err(|e| {
                 format!("GC (live fraction {fraction}) crashed after {k} operations: {e}")
@@ -227,19 +246,29 @@ impl Scenario {
                 break;
             }
             self.tally.add(&b.tally);
+            k += stride;
         }
         let (mut b, store) = done.ok_or("the GC never completed")?;
         // ENOSPC at each write of the GC in turn, then full disks of growing sizes.
         for disk_full in [false, true] {
-            for k in 0..10_000 {
+            let (stride, unit) = match (disk_full, every_op) {
+                (true, true) => (1, 1024),
+                (true, false) => (1, (plan.rewritten / 12).max(512)),
+                (false, _) => (spread(16, n + 4), 1),
+            };
+            let mut k = if every_op { 0 } else { self.rng.below(stride) };
+            while k < 100_000 {
                 let mut e = self.branch(20_000 + k);
-                let completed = e.gc_enospc_at(k, disk_full, options, &messages).map_err(|e| {
-                    format!("GC (live fraction {fraction}) with ENOSPC at write {k} (full disk: {disk_full}): {e}")
-                })?;
+                let completed = e
+                    .gc_enospc_at(k * unit, disk_full, options, &messages)
+                    .map_err(|e| {
+                        format!("GC (live fraction {fraction}) with ENOSPC at write {k} (full disk: {disk_full}, {} bytes free): {e}", k * unit)
+                    })?;
                 self.tally.add(&e.tally);
                 if completed {
                     break;
                 }
+                k += stride;
             }
         }
         // The run that completed carries on.
@@ -255,7 +284,11 @@ impl Scenario {
     /// The workload, then pinned prefixes (forks of sessions that are then deleted), then
     /// about half the other sessions deleted, then a little more workload.
     fn gc_fill(&mut self, slot: &mut Option<Store>) -> Res {
-        let steps = self.rng.range(40, 120);
+        let steps = if self.family.gc_every_op {
+            self.rng.range(40, 120)
+        } else {
+            self.rng.range(30, 90)
+        };
         if let Some(e) = self.workload(slot, steps, None)? {
             return Err(format!("workload: {e}"));
         }
@@ -565,7 +598,7 @@ impl Scenario {
     }
 
     /// Opens the store and runs the GC with `ENOSPC` at its `k`-th write (or a full disk
-    /// with `k` KiB free). Returns true when the GC completed without a fault.
+    /// with `k` bytes free). Returns true when the GC completed without a fault.
     fn gc_enospc_at(
         &mut self,
         k: u64,
@@ -577,7 +610,7 @@ impl Scenario {
         let errors = self.sim.stats().injected_errors;
         self.sim.set_faults(if disk_full {
             SimFaults {
-                disk_free_bytes: Some(k * 1024),
+                disk_free_bytes: Some(k),
                 ..SimFaults::default()
             }
         } else {

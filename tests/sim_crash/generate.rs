@@ -74,6 +74,7 @@ pub(crate) const MAIN: Family = Family {
     index_damage: false,
     lifecycle: true,
     gc_sweep: false,
+    gc_every_op: false,
 };
 
 /// Buffered mode with unsynced writes persisting in order (`buffered_survives_reordered_crashes`
@@ -96,6 +97,7 @@ pub(crate) const BUFFERED_IN_ORDER: Family = Family {
     index_damage: false,
     lifecycle: true,
     gc_sweep: false,
+    gc_every_op: false,
 };
 
 /// Imports and batches spanning many frames and segments, with ENOSPC / EIO / EFBIG /
@@ -120,6 +122,7 @@ pub(crate) const MULTIFRAME: Family = Family {
     index_damage: false,
     lifecycle: true,
     gc_sweep: false,
+    gc_every_op: false,
 };
 
 pub(crate) fn scratch_dir() -> tempfile::TempDir {

@@ -351,6 +351,10 @@ struct Family {
     /// The `gc` family: a filled store's GC run from one state with a crash at each of its
     /// file-system operations, ENOSPC at each of its writes, and readers beside it.
     gc_sweep: bool,
+    /// The `gc` family crashes its GC at every operation index and fails every write (long
+    /// runs, and the seed replays of `regressions.rs`); otherwise about 40 crash points and
+    /// 16 failing writes spread over them.
+    gc_every_op: bool,
 }
 
 /// One frame of the log image, with what it holds (for locating bit flips).

@@ -362,6 +362,7 @@ fn an_fsync_eio_before_a_restart_does_not_leave_a_hole_after_a_power_loss() {
 fn replay_gc(seed: u64) {
     let mut family = GC_FAMILY;
     family.lifecycle = false;
+    family.gc_every_op = true;
     Scenario::new(seed, family)
         .run()
         .unwrap_or_else(|e| panic!("gc seed {seed}: {e}"));
