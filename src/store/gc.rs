@@ -6,7 +6,8 @@
 //! nothing new and gives exactly the index the GC commits. The steps, each crash-safe:
 //!
 //! 1. the compacted copy is written to `N.gc.tmp`, fsynced, renamed to `N.gc`, and the
-//!    directory fsynced (an `N.gc` is always complete);
+//!    directory fsynced before the next copy is written (an `N.gc` is always complete, and
+//!    the `N.gc` files a crash leaves are those of the first segments collected);
 //! 2. one durable index commit repoints every run of the segment to the copy's frames;
 //! 3. `N.gc` is renamed over `N.seg` and the directory fsynced.
 //!
@@ -127,6 +128,11 @@ struct Orphans {
     created_in: HashMap<u64, u64>,
     /// The largest session number with a record in the log.
     top: u64,
+    /// The parent named by each fork record.
+    parent: HashMap<u64, u64>,
+    /// Sessions created (or forked) by an operation that spans frames: a GC copies such
+    /// frames whole, so their creation is never dropped, and neither is the rest of them.
+    created_whole: HashSet<u64>,
 }
 
 fn session_of(record: &Record) -> (u64, Option<Seq>) {
@@ -143,16 +149,22 @@ impl Orphans {
     /// The purged sessions whose records the GC drops from the segments in `collect`: those
     /// whose creation (or fork) record is in `collect` or already gone, so what remains of
     /// them elsewhere follows a compacted segment and a rebuild ignores it (§11.3). The
-    /// session with the highest number keeps its records, so a rebuild's next session number
-    /// never goes down.
+    /// session with the highest number keeps its records, and so do its ancestors (a rebuild
+    /// ignores a fork record whose parent it does not hold), so a rebuild's next session
+    /// number never goes down.
     fn droppable(&self, collect: &BTreeSet<u64>) -> HashSet<u64> {
         let mut d: HashSet<u64> = self
             .segments
             .keys()
             .copied()
             .filter(|s| self.created_in.get(s).is_none_or(|n| collect.contains(n)))
+            .filter(|s| !self.created_whole.contains(s))
             .collect();
-        d.remove(&self.top);
+        let mut keep = Some(self.top);
+        while let Some(s) = keep {
+            d.remove(&s);
+            keep = self.parent.get(&s).copied().filter(|p| *p < s);
+        }
         d
     }
 }
@@ -272,20 +284,21 @@ impl Store {
                 fs.remove_file(&tmp).map_err(io_err)?;
             }
             let f = fs.open(&tmp, OpenMode::CreateNew).map_err(io_err)?;
+            // Each copy's name is durable before the next copy is written, so a crash leaves
+            // the copies of a prefix of the segments (ascending): a copy may drop records of a
+            // purged session whose creation an earlier copy drops, and a rebuild ignores them
+            // only when that earlier copy is installed too (format-spec §11.4).
             let written = f
                 .write_all_at(&c.bytes, 0)
                 .and_then(|()| f.sync_data())
-                .and_then(|()| fs.rename(&tmp, &done));
+                .and_then(|()| fs.rename(&tmp, &done))
+                .and_then(|()| fs.sync_dir(&dir));
             if let Err(source) = written {
                 let _ = fs.remove_file(&tmp);
                 return Err(GcError::Io { path: tmp, source });
             }
             handles.push((c.number, f));
         }
-        fs.sync_dir(&dir).map_err(|source| GcError::Io {
-            path: dir.clone(),
-            source,
-        })?;
         committer.exclusive(|mut batch, watermark| {
             {
                 let registry = self.registry();
@@ -321,7 +334,11 @@ impl Store {
             source,
         })?;
         let mut orphans = Orphans::default();
+        // The previous frame continues into this one (both are copied whole).
+        let mut in_chain = false;
         let mut visit = |frame: scan::ScannedFrame| -> Result<(), OpenError> {
+            let whole = in_chain || frame.continued;
+            in_chain = frame.continued;
             let Ok(records) = Record::decode_all(&frame.payload) else {
                 return Ok(());
             };
@@ -341,6 +358,12 @@ impl Store {
                     Record::CreateSession { .. } | Record::ForkSession { .. }
                 ) {
                     orphans.created_in.insert(session, frame.position.segment);
+                    if whole {
+                        orphans.created_whole.insert(session);
+                    }
+                }
+                if let Record::ForkSession { parent, .. } = record {
+                    orphans.parent.insert(session, *parent);
                 }
             }
             Ok(())

@@ -9,7 +9,8 @@
 //! [`SimFs::crash`] simulates a power loss: each pending write is kept, dropped, or torn at a
 //! 512-byte or 4-KiB boundary or at an arbitrary byte; with [`SimOptions::reorder`] a later
 //! write may survive an earlier one that is lost (the page cache writes back in any order);
-//! an unsynced creation or removal may vanish or reappear. Then the durable image becomes the
+//! an unsynced creation or removal may vanish or reappear, and an unsynced rename is kept or
+//! undone whole (with the other renames its names take part in). Then the durable image becomes the
 //! current one and every handle opened before the crash stops working (the process died).
 //!
 //! Faults ([`SimFaults`]): the machine goes down after a given number of mutating operations
@@ -60,7 +61,7 @@ mod tests {
     use super::*;
     use crate::fs::{FileSystem, OpenMode};
     use std::collections::BTreeSet;
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
     use std::sync::Arc;
 
     fn setup(seed: u64, options: SimOptions) -> (Arc<SimFs>, PathBuf) {
@@ -164,6 +165,51 @@ mod tests {
             }
         }
         assert!(vanished > 0 && vanished < 100 && reappeared > 0 && reappeared < 100);
+    }
+
+    #[test]
+    fn a_rename_survives_a_crash_whole_or_not_at_all() {
+        let (mut kept, mut undone) = (0, 0);
+        for seed in 0..200 {
+            let (sim, dir) = setup(seed, SimOptions::default());
+            let (old, new) = (dir.join("n.seg"), dir.join("n.gc"));
+            for (path, data) in [(&old, b"old"), (&new, b"new")] {
+                let f = sim.open(path, OpenMode::CreateNew).unwrap();
+                f.write_all_at(data, 0).unwrap();
+                f.sync_data().unwrap();
+            }
+            sim.sync_dir(&dir).unwrap();
+            // An unrelated unsynced creation keeps its own fate.
+            sim.open(&dir.join("other"), OpenMode::CreateNew).unwrap();
+            sim.rename(&new, &old).unwrap();
+            sim.crash();
+            match (sim.read_file(&old).as_deref(), sim.exists(&new)) {
+                (Some(b"new"), false) => kept += 1,
+                (Some(b"old"), true) => undone += 1,
+                other => panic!("seed {seed}: half a rename survived: {other:?}"),
+            }
+        }
+        assert!(kept > 0 && undone > 0, "{kept} kept, {undone} undone");
+    }
+
+    #[test]
+    fn a_duplicate_is_independent_and_moved() {
+        let (sim, dir) = setup(4, SimOptions::default());
+        let f = sim.open(&dir.join("f"), OpenMode::CreateNew).unwrap();
+        f.write_all_at(b"synced", 0).unwrap();
+        f.sync_data().unwrap();
+        sim.sync_dir(&dir).unwrap();
+        f.write_all_at(b" pending", 6).unwrap();
+        let copy = sim.duplicate(Path::new("/s"), Path::new("/t"));
+        let moved = PathBuf::from("/t/segments/f");
+        assert_eq!(copy.read_file(&moved).unwrap(), b"synced pending");
+        assert!(!copy.exists(&dir.join("f")));
+        f.write_all_at(b"X", 0).unwrap();
+        assert_eq!(copy.read_file(&moved).unwrap()[0], b's');
+        copy.crash();
+        assert!(copy.read_file(&moved).unwrap().starts_with(b"synced"));
+        // The original's handle still works: the copy's crash did not touch it.
+        f.write_all_at(b"Y", 0).unwrap();
     }
 
     #[test]

@@ -59,7 +59,7 @@ pub struct SimOptions {
     /// Unsynced file creations and removals (not followed by `sync_dir`) may be undone.
     pub volatile_dir_entries: bool,
     /// Directories made by `create_dir_all` may vanish if their parent was not synced. Off by
-    /// default: the engine relies on it (see `tests/sim_crash.rs`, the ignored regression test).
+    /// default: the engine relies on it (see `tests/sim_crash/`, the ignored regression test).
     pub volatile_mkdir: bool,
     /// After a failed `fsync`, reads stop showing the lost data (the cache dropped it too).
     /// Off by default: Linux keeps the pages readable, marked clean, after a writeback error.

@@ -83,13 +83,28 @@ impl SimFs {
                 .keys()
                 .chain(dir.durable_entries.keys())
                 .collect();
+            // The names linked by unsynced renames share one fate: all their changes are
+            // kept, or all undone (no state where a rename removed its source and lost its
+            // target). No randomness is drawn when there are none.
+            let mut fate: HashMap<&String, bool> = HashMap::new();
+            for group in rename_groups(&dir.renames) {
+                let take_new = !volatile_entries || st.rng.chance(1, 2);
+                for name in group {
+                    if let Some(n) = names.get(name) {
+                        fate.insert(n, take_new);
+                    }
+                }
+            }
             for name in names {
                 let now = dir.entries.get(name);
                 let then = dir.durable_entries.get(name);
                 if now == then {
                     continue;
                 }
-                let take_new = !volatile_entries || st.rng.chance(1, 2);
+                let take_new = match fate.get(name) {
+                    Some(&f) => f,
+                    None => !volatile_entries || st.rng.chance(1, 2),
+                };
                 if take_new {
                     match now {
                         Some(&id) => result.insert(name.clone(), id),
@@ -102,6 +117,7 @@ impl SimFs {
             if let Some(d) = st.dirs.get_mut(path) {
                 d.entries = result.clone();
                 d.durable_entries = result;
+                d.renames.clear();
             }
         }
         if volatile_mkdir {
@@ -259,6 +275,30 @@ impl SimFs {
         Some(BitFlip { path, offset, bit })
     }
 
+    /// A copy of the whole simulated machine (files, pending writes, directory entries, its
+    /// random generator and fault schedule), with every path under `from` moved under `to`.
+    /// Handles opened on `self` do not reach the copy. For tests that run many futures from
+    /// one state (a crash at each operation of one call).
+    pub fn duplicate(&self, from: &Path, to: &Path) -> Arc<SimFs> {
+        let mut st = lock(&self.state).clone();
+        st.dirs = std::mem::take(&mut st.dirs)
+            .into_iter()
+            .map(|(p, d)| match p.strip_prefix(from) {
+                Ok(rest) => (to.join(rest), d),
+                Err(_) => (p, d),
+            })
+            .collect();
+        for p in to.ancestors().filter(|p| !p.as_os_str().is_empty()) {
+            st.dirs.entry(p.to_path_buf()).or_insert_with(|| Dir {
+                durable: true,
+                ..Dir::default()
+            });
+        }
+        Arc::new(SimFs {
+            state: Arc::new(Mutex::new(st)),
+        })
+    }
+
     /// A random number from the simulator's generator (for tests that want one stream).
     pub fn random(&self, n: u64) -> u64 {
         lock(&self.state).rng.below(n)
@@ -382,7 +422,8 @@ impl FileSystem for SimFs {
                 format!("no file {}", from.display()),
             ));
         };
-        d.entries.insert(to_name, id);
+        d.entries.insert(to_name.clone(), id);
+        d.renames.push((from_name, to_name));
         Ok(())
     }
 
@@ -400,6 +441,7 @@ impl FileSystem for SimFs {
         }
         let d = st.dir_mut(dir)?;
         d.durable_entries = d.entries.clone();
+        d.renames.clear();
         let children: Vec<PathBuf> = st
             .dirs
             .keys()
@@ -418,4 +460,31 @@ impl FileSystem for SimFs {
         let st = lock(&self.state);
         st.dirs.contains_key(path) || st.lookup(path).is_some()
     }
+}
+
+/// The groups of names linked by `renames` (each rename links its source and its target), in
+/// the order their first rename was made.
+fn rename_groups(renames: &[(String, String)]) -> Vec<Vec<&String>> {
+    let mut groups: Vec<Vec<&String>> = Vec::new();
+    for (from, to) in renames {
+        let hit: Vec<usize> = (0..groups.len())
+            .filter(|&g| groups[g].contains(&from) || groups[g].contains(&to))
+            .collect();
+        let mut merged: Vec<&String> = Vec::new();
+        for &g in hit.iter().rev() {
+            merged.extend(groups.remove(g));
+        }
+        for name in [from, to] {
+            if !merged.contains(&name) {
+                merged.push(name);
+            }
+        }
+        let at = hit
+            .first()
+            .copied()
+            .unwrap_or(groups.len())
+            .min(groups.len());
+        groups.insert(at, merged);
+    }
+    groups
 }

@@ -13,7 +13,7 @@ pub(super) enum Pending {
     SetLen(u64),
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct Inode {
     pub(super) durable: Vec<u8>,
     pub(super) current: Vec<u8>,
@@ -26,9 +26,12 @@ pub(super) struct Dir {
     pub(super) durable_entries: BTreeMap<String, u64>,
     /// False while the directory's own creation is not durable.
     pub(super) durable: bool,
+    /// Renames (from, to) since the last `sync_dir`: a crash keeps or undoes each group of
+    /// names they link as one (a rename is atomic on a journaling file system).
+    pub(super) renames: Vec<(String, String)>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct State {
     pub(super) rng: SimRng,
     pub(super) options: SimOptions,

@@ -1,0 +1,253 @@
+//! The storage lifecycle in the workload of the families with `lifecycle` set: `Store::gc`
+//! (thresholds 0.5, 0.9 and 1.0, some dry runs), `Store::apply_retention` (by count, idle
+//! time or size, with pinned sessions), and `Config::retention` applied at writable opens.
+//!
+//! A GC that completes is a checkpoint (everything is durable), and every live session reads
+//! as the model says right after it. A GC whose write, fsync or rename failed (`ENOSPC`,
+//! `EFBIG`, `EIO`: `GcError::Io`) leaves the writer working: the workload goes on. A crash
+//! inside a GC is a crash like any other (the round's reopen checks the model). A retention
+//! run evicts exactly what `plan_retention` said, never a pinned session, least recently
+//! active first (an idle limit aside), and leaves nothing more to evict.
+
+use super::*;
+
+use sessionlog::{Eviction, EvictionReason, GcError, GcOptions};
+
+impl Scenario {
+    /// A GC (two times in three) or a retention run.
+    pub(crate) fn lifecycle_step(&mut self, store: &Store) -> Result<(), StepError> {
+        if self.rng.chance(2, 3) {
+            self.workload_gc(store)
+        } else {
+            self.workload_retention(store)
+        }
+    }
+
+    fn workload_gc(&mut self, store: &Store) -> Result<(), StepError> {
+        let fraction = *self.rng.pick(&[0.5, 0.9, 1.0]).unwrap();
+        let dry_run = self.rng.chance(1, 8);
+        let options = GcOptions::default()
+            .live_fraction(fraction)
+            .dry_run(dry_run);
+        if !dry_run {
+            // An index copied before a GC points into the segments it replaces: no crash
+            // brings such an index back (the GC's commit is durable).
+            self.older_index = None;
+        }
+        self.tally.gc.workload_gcs += 1;
+        let errors = self.sim.stats().injected_errors;
+        let down = |e: String| StepError::Append(AppendError::PreviousIo(e.into()));
+        match store.gc(options, &mut |_, _| {}) {
+            Ok(report) => {
+                if trace() {
+                    eprintln!("workload GC ({fraction}, dry run {dry_run}): {report:?}");
+                }
+                if !dry_run {
+                    self.count_gc(&report);
+                }
+                self.all_durable("gc (checkpoint)");
+                self.check_live_reads(store)
+            }
+            Err(GcError::Write(e)) => Err(StepError::Append(e)),
+            Err(e) if self.sim.is_down() => Err(down(format!("gc: {e}"))),
+            Err(GcError::Io { .. }) if self.sim.stats().injected_errors > errors => {
+                // The copy could not be written: the writer works on, nothing changed.
+                self.tally.gc.enospc_io += 1;
+                self.all_durable("gc (checkpoint)");
+                self.check_live_reads(store)
+            }
+            Err(e) => Err(StepError::Fatal(format!("gc failed without a fault: {e}"))),
+        }
+    }
+
+    /// Every live session reads as the model says (after a GC replaced segments under it).
+    fn check_live_reads(&mut self, store: &Store) -> Result<(), StepError> {
+        for s in self.model.sessions.iter().filter(|s| s.deleted.is_none()) {
+            let len = store.len(&s.id);
+            if len != Some(s.events.len() as u64) {
+                return Err(StepError::Fatal(format!(
+                    "after a GC {} has {len:?} events, the model {}",
+                    s.id,
+                    s.events.len()
+                )));
+            }
+            let read = store
+                .events(&s.id, 0..s.events.len() as u64)
+                .map_err(|e| StepError::Fatal(format!("after a GC, events({}): {e}", s.id)))?;
+            for (k, e) in read.enumerate() {
+                match e {
+                    Ok(e) if same_event(&s.events[k], &e) => {}
+                    other => {
+                        return Err(StepError::Fatal(format!(
+                            "after a GC {} seq {k} reads {other:?}, appended {:?}",
+                            s.id, s.events[k]
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The last activity retention sees for session `i` (its last event's time, or its
+    /// creation time).
+    fn last_activity(&mut self, store: &Store, i: usize) -> i64 {
+        let s = &self.model.sessions[i];
+        if s.fork
+            .as_ref()
+            .is_some_and(|f| f.1 as usize == s.events.len())
+            && !s.events.is_empty()
+        {
+            // Finding (engine, open): a fork with no event of its own (a verbatim fork, or a
+            // fork at an `end-seed` marker) has `SessionInfo::last_time` 0, not its inherited
+            // last event's time, so retention sees it idle since 1970
+            // (`a_fork_without_events_of_its_own_is_as_active_as_its_seed`, ignored).
+            self.tally.gc.forks_seen_idle_since_1970 += 1;
+            return 0;
+        }
+        match s.events.last() {
+            Some(e) if e.time == END_SEED_TIME_UNKNOWN => {
+                let seq = s.events.len() as u64 - 1;
+                match store.get(&s.id, seq) {
+                    Ok(Some(got)) => {
+                        let t = got.time;
+                        self.model.sessions[i].events[seq as usize] = got;
+                        t
+                    }
+                    _ => i64::MIN,
+                }
+            }
+            Some(e) => e.time,
+            None => store
+                .header(&s.id)
+                .map_or(0, |h| i64::try_from(h.created_at).unwrap_or(i64::MAX)),
+        }
+    }
+
+    fn workload_retention(&mut self, store: &Store) -> Result<(), StepError> {
+        let live = self.model.live();
+        let mut policy = match self.rng.below(3) {
+            0 => Retention::default().max_sessions(self.rng.below(live.len() as u64 + 2) as usize),
+            1 => Retention::default().max_idle_ms(self.rng.below(1 << 49)),
+            _ => Retention::default().max_bytes(self.rng.below(64 << 10)),
+        };
+        for _ in 0..self.rng.below(3) {
+            if let Some(&i) = self.rng.pick(&live) {
+                policy = policy.pin(self.model.sessions[i].id.clone());
+            }
+        }
+        let now = self.rng.range(0, 1 << 50) as i64 - (1 << 48);
+        let activity: HashMap<String, i64> = live
+            .iter()
+            .map(|&i| {
+                (
+                    self.model.sessions[i].id.clone(),
+                    self.last_activity(store, i),
+                )
+            })
+            .collect();
+        let plan = store.plan_retention(&policy, now);
+        if trace() {
+            eprintln!("retention {policy:?} at {now}: {plan:?}");
+        }
+        let evicted: HashSet<&str> = plan.iter().map(|e| e.id.as_str()).collect();
+        for e in &plan {
+            if policy.pinned.contains(&e.id) {
+                return Err(StepError::Fatal(format!(
+                    "retention evicts pinned {}",
+                    e.id
+                )));
+            }
+            let Some(&t) = activity.get(&e.id) else {
+                return Err(StepError::Fatal(format!(
+                    "retention evicts {}, which the model does not hold live",
+                    e.id
+                )));
+            };
+            if e.last_activity != t {
+                return Err(StepError::Fatal(format!(
+                    "retention sees {} last active at {}, the model at {t}",
+                    e.id, e.last_activity
+                )));
+            }
+            // Least recently active first: a session kept (not pinned) is not older than
+            // one evicted for count or size.
+            if e.reason != EvictionReason::Idle
+                && let Some((kept, _)) = activity.iter().find(|(id, kt)| {
+                    !evicted.contains(id.as_str())
+                        && !policy.pinned.contains(*id)
+                        && (**kt, id.as_str()) < (t, e.id.as_str())
+                })
+            {
+                return Err(StepError::Fatal(format!(
+                    "retention evicts {} ({t}, {:?}) but keeps the less recently active {kept}",
+                    e.id, e.reason
+                )));
+            }
+        }
+        for s in &mut self.model.sessions {
+            if s.deleted.is_none() && evicted.contains(s.id.as_str()) {
+                s.deleted = Some(false);
+            }
+        }
+        self.tally.gc.retention_runs += 1;
+        let mut seen: Vec<Eviction> = Vec::new();
+        let done = store.apply_retention(&policy, now, &mut |e| seen.push(e.clone()))?;
+        if done != plan || seen != plan {
+            return Err(StepError::Fatal(format!(
+                "retention planned {plan:?}, evicted {done:?}, reported {seen:?}"
+            )));
+        }
+        self.tally.gc.evictions += done.len() as u64;
+        let sync = matches!(self.config.durability, Durability::Sync);
+        for e in &done {
+            if store.len(&e.id).is_some() {
+                return Err(StepError::Fatal(format!("evicted {} still answers", e.id)));
+            }
+            self.tally.deletes += 1;
+            if sync {
+                self.tally.deletes_acked += 1;
+                for s in &mut self.model.sessions {
+                    if s.id == e.id && s.deleted == Some(false) {
+                        s.deleted = Some(true);
+                    }
+                }
+            }
+        }
+        let again = store.plan_retention(&policy, now);
+        if !again.is_empty() {
+            return Err(StepError::Fatal(format!(
+                "retention left more to evict: {again:?}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// `Config::retention` evicted sessions at this open: the model deletes them (durable as
+    /// the store's deletes are). An eviction never hides a loss: the session held everything
+    /// acknowledged.
+    pub(crate) fn note_evictions_at_open(&mut self, store: &Store) {
+        self.evicted_at_open.clear();
+        let sync = matches!(self.config.durability, Durability::Sync);
+        for e in store.evicted_at_open() {
+            self.tally.gc.retention_runs += 1;
+            self.tally.gc.evictions += 1;
+            if let Some(s) = self
+                .model
+                .sessions
+                .iter_mut()
+                .find(|s| s.id == e.id && s.deleted.is_none())
+            {
+                assert!(
+                    e.events as usize >= s.durable || self.volatile_reopen,
+                    "retention at open evicted {} with {} events, {} were acknowledged",
+                    e.id,
+                    e.events,
+                    s.durable
+                );
+                s.deleted = Some(sync);
+            }
+            self.evicted_at_open.push(e.id.clone());
+        }
+    }
+}
