@@ -197,7 +197,7 @@ pub fn targets(r: &Results) -> Vec<TargetRow> {
     let resume_ro = r
         .resume
         .iter()
-        .filter(|x| x.peer == super::SESSIONLOG_READ_ONLY)
+        .filter(|x| x.peer == super::resume::SESSIONLOG_READ_ONLY)
         .max_by_key(|x| x.events);
     out.push(TargetRow {
         name: "resume of a 1M-event session".into(),
