@@ -28,7 +28,9 @@
 mod append;
 pub mod chart;
 pub mod fold;
+pub mod gc;
 pub mod peers;
+pub mod readers;
 mod reopen;
 mod replay;
 pub mod report;
@@ -71,7 +73,7 @@ pub struct BenchArgs {
     /// benchmark runs on the project's disk; never a RAM disk).
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Run only these sections (comma-separated: append, latency, resume, reopen, replay).
+    /// Run only these sections (comma-separated: append, latency, resume, reopen, replay, gc).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Run only these peers (comma-separated names; sessionlog always runs).
@@ -337,6 +339,10 @@ pub struct Results {
     pub disk: Vec<DiskRow>,
     /// Replay of the fixture logs.
     pub replay: Vec<ReplayRow>,
+    /// Segment GC: space after deleting half the sessions, and GC throughput.
+    pub gc_space: Vec<gc::GcSpaceRow>,
+    /// Segment GC: appends with and without GC running beside them.
+    pub gc_append: Vec<gc::GcAppendRow>,
     /// The targets.
     pub targets: Vec<TargetRow>,
     /// Remarks (what was skipped, what a figure means).
@@ -433,6 +439,12 @@ fn run_all(args: &BenchArgs) -> BenchResult<()> {
         Vec::new()
     };
 
+    let (gc_space, gc_append) = if ctx.section("gc") {
+        gc::gc_section(&mut ctx)?
+    } else {
+        (Vec::new(), Vec::new())
+    };
+
     let mut results = Results {
         format: 1,
         quick: args.quick,
@@ -451,6 +463,8 @@ fn run_all(args: &BenchArgs) -> BenchResult<()> {
         read,
         disk,
         replay,
+        gc_space,
+        gc_append,
         targets: Vec::new(),
         notes: std::mem::take(&mut ctx.notes),
         seconds: 0.0,

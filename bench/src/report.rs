@@ -248,6 +248,9 @@ pub fn targets(r: &Results) -> Vec<TargetRow> {
         },
         met: s.zip(raw).map(|(s, raw)| s.p50_us <= 1.2 * raw.p50_us),
     });
+    if !r.gc_space.is_empty() || !r.gc_append.is_empty() {
+        super::gc::targets(r, &mut out);
+    }
     out
 }
 
@@ -432,6 +435,7 @@ pub fn markdown(r: &Results) -> String {
         }
         s.push('\n');
     }
+    super::gc::markdown(r, &mut s);
     if !r.targets.is_empty() {
         let _ = writeln!(
             s,
