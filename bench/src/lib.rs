@@ -27,6 +27,7 @@
 
 mod append;
 pub mod chart;
+pub mod faithful;
 pub mod fold;
 pub mod gc;
 pub mod peers;

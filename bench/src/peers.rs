@@ -35,24 +35,32 @@ pub enum PeerKind {
     Redb,
     /// The raw disk: sequential write + fdatasync of the same JSON bytes (the ceiling).
     RawDisk,
+    /// dsh's JSONL backend as it writes: zstd frame per write, packed chunk rows.
+    DshJsonlZstd,
+    /// dsh's SQLite backend, schema 18: packed rows, zstd blobs, WAL, `synchronous=FULL`.
+    DshSqlite18,
 }
 
 impl PeerKind {
     /// Every peer, sessionlog first.
-    pub const ALL: [PeerKind; 6] = [
+    pub const ALL: [PeerKind; 8] = [
         PeerKind::Sessionlog,
         PeerKind::SqliteFull,
         PeerKind::SqliteNormal,
         PeerKind::Jsonl,
+        PeerKind::DshJsonlZstd,
+        PeerKind::DshSqlite18,
         PeerKind::Redb,
         PeerKind::RawDisk,
     ];
 
     /// The peers that can load a session back (the raw disk keeps no structure).
-    pub const READERS: [PeerKind; 4] = [
+    pub const READERS: [PeerKind; 6] = [
         PeerKind::Sessionlog,
         PeerKind::SqliteFull,
         PeerKind::Jsonl,
+        PeerKind::DshJsonlZstd,
+        PeerKind::DshSqlite18,
         PeerKind::Redb,
     ];
 
@@ -65,6 +73,8 @@ impl PeerKind {
             PeerKind::Jsonl => "dsh-jsonl",
             PeerKind::Redb => "redb",
             PeerKind::RawDisk => "raw-disk",
+            PeerKind::DshJsonlZstd => "dsh-jsonl-zstd",
+            PeerKind::DshSqlite18 => "dsh-sqlite-18",
         }
     }
 
@@ -124,6 +134,8 @@ pub fn open_writer(peer: PeerKind, dir: &Path, mode: Mode) -> BenchResult<Box<dy
         PeerKind::Jsonl => Box::new(JsonlWriter::open(dir)),
         PeerKind::Redb => Box::new(RedbWriter::open(dir)?),
         PeerKind::RawDisk => Box::new(RawWriter::open(dir)?),
+        PeerKind::DshJsonlZstd => Box::new(crate::faithful::DshJsonlWriter::open(dir, true)),
+        PeerKind::DshSqlite18 => Box::new(crate::faithful::Sqlite18Writer::open(dir, true)?),
     })
 }
 

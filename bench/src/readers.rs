@@ -7,6 +7,7 @@ use std::path::Path;
 use redb::ReadableDatabase as _;
 
 use sessionlog::event::{Event, Seq, SurfaceOp};
+use sessionlog::interop::chunk_rows::{self, ChunkKind};
 use sessionlog::json::{self, JsonLimits, JsonValue};
 use sessionlog::log::record::Record;
 use sessionlog::store::{Config, Store};
@@ -119,17 +120,20 @@ pub fn resume(peer: PeerKind, dir: &Path, id: &str, index: usize) -> BenchResult
                 fold.apply_value(seq as Seq, &kind, op, Message::Value(data))?;
             }
         }
-        PeerKind::Jsonl => {
-            let file = File::open(jsonl_path(dir, id))?;
+        PeerKind::Jsonl | PeerKind::DshJsonlZstd => {
             let limits = JsonLimits::default();
             let mut first = true;
-            for line in BufReader::with_capacity(1 << 20, file).lines() {
+            for line in jsonl_lines(peer, dir, id)? {
                 let line = line?;
                 if std::mem::take(&mut first) {
                     continue; // the header line
                 }
                 let value = json::parse(&line, &limits)?;
                 let obj = value.as_object().ok_or("a JSONL line is not an object")?;
+                if let Some(members) = chunk_row(obj)? {
+                    events += members.len() as u64; // chunks are not surface nodes
+                    continue;
+                }
                 let seq = obj
                     .get("seq")
                     .and_then(JsonValue::as_u64)
@@ -147,6 +151,7 @@ pub fn resume(peer: PeerKind, dir: &Path, id: &str, index: usize) -> BenchResult
                 fold.apply_value(seq, &kind, op, Message::Line(value))?;
             }
         }
+        PeerKind::DshSqlite18 => return crate::faithful::resume(dir, id),
         PeerKind::RawDisk => return Err("the raw disk keeps no sessions to load".into()),
     }
     let (surface, messages) = fold.finish();
@@ -215,14 +220,21 @@ pub fn read_all(peer: PeerKind, dir: &Path, id: &str, index: usize) -> BenchResu
                 sink(e);
             }
         }
-        PeerKind::Jsonl => {
-            let file = File::open(jsonl_path(dir, id))?;
+        PeerKind::Jsonl | PeerKind::DshJsonlZstd => {
             let limits = JsonLimits::default();
             let mut first = true;
-            for line in BufReader::with_capacity(1 << 20, file).lines() {
+            for line in jsonl_lines(peer, dir, id)? {
                 let line = line?;
                 if std::mem::take(&mut first) {
                     continue;
+                }
+                if line.starts_with(r#"{"type":""#) && line.contains(r#""seq0":"#) {
+                    let value = json::parse(&line, &limits)?;
+                    let obj = value.as_object().ok_or("a JSONL line is not an object")?;
+                    if let Some(members) = chunk_row(obj)? {
+                        members.into_iter().for_each(&mut sink);
+                        continue;
+                    }
                 }
                 let members = json::raw_members_with(&line, &limits)?;
                 let get = |k: &str| members.iter().rev().find(|m| m.key == *k).map(|m| m.value);
@@ -247,9 +259,43 @@ pub fn read_all(peer: PeerKind, dir: &Path, id: &str, index: usize) -> BenchResu
                 sink(e);
             }
         }
+        PeerKind::DshSqlite18 => {
+            for e in crate::faithful::read_events(dir, id)? {
+                sink(e);
+            }
+        }
         PeerKind::RawDisk => return Err("the raw disk keeps no sessions to read".into()),
     }
     Ok(n)
+}
+
+/// The lines of session `id`'s JSONL file: plain, or (dsh's zstd file) every frame
+/// decompressed first, as dsh reads the whole file before splitting it.
+fn jsonl_lines(
+    peer: PeerKind,
+    dir: &Path,
+    id: &str,
+) -> BenchResult<Box<dyn Iterator<Item = std::io::Result<String>>>> {
+    Ok(if peer == PeerKind::DshJsonlZstd {
+        let bytes = std::fs::read(crate::faithful::jsonl_zstd_path(dir, id))?;
+        let text = zstd::stream::decode_all(bytes.as_slice())?;
+        Box::new(std::io::Cursor::new(text).lines())
+    } else {
+        let file = File::open(jsonl_path(dir, id))?;
+        Box::new(BufReader::with_capacity(1 << 20, file).lines())
+    })
+}
+
+/// The member events of a packed chunk row (dsh's JSONL codec), or `None` for an event line.
+fn chunk_row(obj: &sessionlog::json::JsonObject) -> BenchResult<Option<Vec<Event>>> {
+    let Some(kind) = obj
+        .get("type")
+        .and_then(JsonValue::as_str)
+        .and_then(ChunkKind::from_tag)
+    else {
+        return Ok(None);
+    };
+    Ok(Some(chunk_rows::decode_jsonl_record(kind, obj)?))
 }
 
 /// Parses dsh's `surfaceOp` JSON value.

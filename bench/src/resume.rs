@@ -3,10 +3,11 @@
 #[allow(unused_imports)]
 use super::*;
 
-/// Writes generated session 0 of `turns` turns into a store of `peer` in `dir`: sessionlog one
-/// frame per flush group (the frames the flush-point workload makes, written without the syncs
-/// to save time), the others in large transactions (their layout does not depend on the
-/// transaction size). Returns (events, JSON bytes).
+/// Writes generated session 0 of `turns` turns into a store of `peer` in `dir`: sessionlog and
+/// dsh's zstd JSONL one frame per flush group (the frames the flush-point workload makes,
+/// written without the syncs to save time), the others in transactions of whole flush groups
+/// of at least 1024 events (their layout does not depend on the transaction size: chunk runs
+/// never cross a flush point). Returns (events, JSON bytes).
 pub(crate) fn build_dataset(
     peer: PeerKind,
     dir: &Path,
@@ -27,6 +28,8 @@ pub(crate) fn build_dataset(
         PeerKind::SqliteFull | PeerKind::SqliteNormal => {
             Box::new(peers::SqliteWriter::open(dir, false)?)
         }
+        PeerKind::DshSqlite18 => Box::new(crate::faithful::Sqlite18Writer::open(dir, false)?),
+        PeerKind::DshJsonlZstd => Box::new(crate::faithful::DshJsonlWriter::open(dir, false)),
         other => peers::open_writer(other, dir, Mode::Batch(1024))?,
     };
     writer.create(0, &session_header(0))?;
@@ -35,7 +38,8 @@ pub(crate) fn build_dataset(
     for FlushGroup { events: g } in SessionGenerator::new(&c, 0) {
         events += g.len() as u64;
         bytes += g.iter().map(|e| event_json(e).len() as u64).sum::<u64>();
-        if peer == PeerKind::Sessionlog {
+        if matches!(peer, PeerKind::Sessionlog | PeerKind::DshJsonlZstd) {
+            // One frame per flush group, as each writes at dsh's flush points.
             writer.write(0, g)?;
         } else {
             pending.extend(g);
