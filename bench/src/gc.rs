@@ -49,6 +49,9 @@ pub struct GcSpaceRow {
     pub rewritten: u64,
     /// Seconds the GC took (planning scans, rewrite, fsyncs, index commit, renames).
     pub seconds: f64,
+    /// Seconds of one [`Store::space`] scan of the store after the GC (the GC scans the log
+    /// like this to plan, and once more for purged sessions' records).
+    pub scan_seconds: f64,
     /// MB (10^6 bytes) of rewritten data per second.
     pub mb_per_sec: f64,
     /// The raw disk's sequential write + fsync of a file of `rewritten` bytes, MB/s.
@@ -115,23 +118,32 @@ fn plan(quick: bool) -> Plan {
             reps: 1,
         }
     } else {
-        // ~1.9M events, ~160 MB of segments: ten 16 MiB segments (a quarter of the default
-        // size, so that several are sealed without writing gigabytes).
+        // ~300k events, ~15 MB of segments: 1 MiB segments (so that many are sealed without
+        // writing gigabytes; a GC's work is per segment).
         Plan {
             sessions: 32,
-            turns: 1000,
-            segment_bytes: 16 << 20,
+            turns: 160,
+            segment_bytes: 1 << 20,
             prefill_sessions: 32,
-            prefill_turns: 150,
+            prefill_turns: 30,
             appenders: 8,
-            append_turns: 120,
+            append_turns: 60,
             reps: 3,
         }
     }
 }
 
+/// The configuration of a fill: the plan's segments, frames of about 64 KiB (an eighth of a
+/// segment at most) holding the flush
+/// groups of several sessions (as group commit writes a fleet's flushes), no sync per group.
+fn fill_config(p: &Plan) -> Config {
+    Config::default()
+        .segment_bytes(p.segment_bytes)
+        .batch_bytes((64 << 10).min(p.segment_bytes as usize / 8))
+}
+
 /// Writes `sessions` sessions of `turns` turns from index `first`, interleaved flush group by
-/// flush group, one frame per group (not synced: a fill). Returns the events written.
+/// flush group (see [`fill_config`]). Returns the events written.
 fn fill(
     writer: &SessionlogWriter,
     config: &WorkloadConfig,
@@ -207,8 +219,8 @@ fn active_segment(dir: &Path) -> u64 {
 
 fn space_rows(ctx: &mut Ctx<'_>, p: &Plan) -> BenchResult<Vec<GcSpaceRow>> {
     let dir = ctx.base.join("gc-space");
-    let config = Config::default().segment_bytes(p.segment_bytes);
-    let writer = SessionlogWriter::open_with(&dir, config, SessionlogStyle::FramesNoSync)?;
+    let config = fill_config(p);
+    let writer = SessionlogWriter::open_with(&dir, config, SessionlogStyle::Staged)?;
     let t = Instant::now();
     let events = fill(&writer, &ctx.config, 0, p.sessions, p.turns)?;
     let store = writer.into_store();
@@ -230,7 +242,9 @@ fn space_rows(ctx: &mut Ctx<'_>, p: &Plan) -> BenchResult<Vec<GcSpaceRow>> {
         let report: GcReport =
             store.gc(GcOptions::default().live_fraction(fraction), &mut |_, _| {})?;
         let seconds = t.elapsed().as_secs_f64();
+        let t = Instant::now();
         let space = store.space(&mut |_, _| {})?;
+        let scan_seconds = t.elapsed().as_secs_f64();
         let live = space.totals.live + space.totals.pinned;
         let raw = if report.rewritten > 0 {
             raw_sequential(&ctx.base, report.rewritten)?
@@ -251,11 +265,12 @@ fn space_rows(ctx: &mut Ctx<'_>, p: &Plan) -> BenchResult<Vec<GcSpaceRow>> {
             compacted: report.compacted.len(),
             rewritten: report.rewritten,
             seconds,
+            scan_seconds,
             mb_per_sec: report.rewritten as f64 / seconds.max(1e-9) / 1e6,
             raw_mb_per_sec: raw,
         };
         progress(format!(
-            "gc (live fraction < {fraction}): {:.1} -> {:.1} MB, live {:.1} MB ({:.2}x), {} segments compacted, {:.1} MB rewritten in {:.2}s = {:.0} MB/s (raw sequential write {:.0} MB/s)",
+            "gc (live fraction < {fraction:.1}): {:.1} -> {:.1} MB, live {:.1} MB ({:.2}x), {} segments compacted, {:.1} MB rewritten in {:.2}s = {:.1} MB/s (raw sequential write {:.0} MB/s; one space scan {:.2}s)",
             row.size_before as f64 / 1e6,
             row.size_after as f64 / 1e6,
             row.live as f64 / 1e6,
@@ -264,7 +279,8 @@ fn space_rows(ctx: &mut Ctx<'_>, p: &Plan) -> BenchResult<Vec<GcSpaceRow>> {
             row.rewritten as f64 / 1e6,
             row.seconds,
             row.mb_per_sec,
-            row.raw_mb_per_sec
+            row.raw_mb_per_sec,
+            row.scan_seconds
         ));
         rows.push(row);
     }
@@ -287,10 +303,10 @@ fn space_rows(ctx: &mut Ctx<'_>, p: &Plan) -> BenchResult<Vec<GcSpaceRow>> {
 /// One append run on a fresh store (old sessions prefilled), with or without the GC thread.
 fn append_run(ctx: &Ctx<'_>, p: &Plan, with_gc: bool, rep: usize) -> BenchResult<GcAppendRow> {
     let dir = ctx.base.join(format!("gc-append-{with_gc}-{rep}"));
-    let config = Config::default().segment_bytes(p.segment_bytes);
-    let filler = SessionlogWriter::open_with(&dir, config.clone(), SessionlogStyle::FramesNoSync)?;
+    let filler = SessionlogWriter::open_with(&dir, fill_config(p), SessionlogStyle::Staged)?;
     fill(&filler, &ctx.config, 0, p.prefill_sessions, p.prefill_turns)?;
     filler.into_store().close()?;
+    let config = Config::default().segment_bytes(p.segment_bytes);
     let writer = SessionlogWriter::open_with(&dir, config, SessionlogStyle::BufferedFlush)?;
     let first = 1000u64;
     let c = WorkloadConfig {
@@ -426,7 +442,7 @@ pub(crate) fn gc_section(ctx: &mut Ctx<'_>) -> BenchResult<(Vec<GcSpaceRow>, Vec
         appends.push(row);
     }
     ctx.notes.push(format!(
-        "gc: segments of {} KiB; the space fill interleaves {} sessions flush group by flush group and deletes every other one; appends beside GC: {} sessions at dsh's flush points while a thread deletes one of {} older sessions and runs `Store::gc` (live fraction < 1.0) in a loop",
+        "gc: segments of {} KiB, filled in frames of ~64 KiB (several sessions' flush groups each, as group commit writes a fleet's flushes); the space fill interleaves {} sessions flush group by flush group and deletes every other one; appends beside GC: {} sessions at dsh's flush points while a thread deletes one of {} older sessions and runs `Store::gc` (live fraction < 1.0) in a loop",
         p.segment_bytes >> 10,
         p.sessions,
         p.appenders,
@@ -441,12 +457,12 @@ pub(crate) fn markdown(r: &Results, s: &mut String) {
     if !r.gc_space.is_empty() {
         let _ = writeln!(
             s,
-            "### Segment GC: space and throughput\n\nA store filled with the dsh workload (sessions interleaved flush group by flush group), every other session deleted, then `Store::gc` with the default threshold and again with `live_fraction(1.0)`. `live` = live + pinned bytes (`Store::space`); the active segment is never compacted. GC MB/s = compacted segment bytes written / the GC's wall time (scans, rewrite, fsyncs, index commit); raw = a sequential write + fsync of a file of the same size, in the same run.\n\n| live fraction < | sessions (deleted) | before MB | after MB | live MB | after / live | active segment MB | compacted | rewritten MB | GC s | GC MB/s | raw MB/s | GC vs raw |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "### Segment GC: space and throughput\n\nA store filled with the dsh workload (sessions interleaved flush group by flush group), every other session deleted, then `Store::gc` with the default threshold and again with `live_fraction(1.0)`. `live` = live + pinned bytes (`Store::space`); the active segment is never compacted. GC MB/s = compacted segment bytes written / the GC's wall time (scans, rewrite, fsyncs, index commit); raw = a sequential write + fsync of a file of the same size, in the same run.\n\n| live fraction < | sessions (deleted) | before MB | after MB | live MB | after / live | active segment MB | compacted | rewritten MB | GC s | one space scan s | GC MB/s | raw MB/s | GC vs raw |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
         for x in &r.gc_space {
             let _ = writeln!(
                 s,
-                "| {} | {} ({}) | {:.1} | {:.1} | {:.1} | {:.2}x | {:.1} | {} | {:.1} | {:.2} | {:.0} | {:.0} | {:.0}% |",
+                "| {:.1} | {} ({}) | {:.1} | {:.1} | {:.1} | {:.2}x | {:.1} | {} | {:.1} | {:.2} | {:.2} | {:.1} | {:.0} | {:.0}% |",
                 x.live_fraction,
                 x.sessions,
                 x.deleted,
@@ -458,6 +474,7 @@ pub(crate) fn markdown(r: &Results, s: &mut String) {
                 x.compacted,
                 x.rewritten as f64 / 1e6,
                 x.seconds,
+                x.scan_seconds,
                 x.mb_per_sec,
                 x.raw_mb_per_sec,
                 100.0 * x.mb_per_sec / x.raw_mb_per_sec

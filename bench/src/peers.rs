@@ -151,8 +151,13 @@ pub enum SessionlogStyle {
     /// `Buffered` store; `append` each event, then `flush()` (the flush-point workload).
     BufferedFlush,
     /// `Buffered` store with `batch_bytes = 1`: each `append_batch` is written as its own frame
-    /// at once but not synced (for building data sets with realistic frames quickly).
+    /// at once, not synced itself (the store syncs the previous frame before it writes the
+    /// next: one `fdatasync` per frame).
     FramesNoSync,
+    /// `Buffered` store with the configuration's `batch_bytes`: `append_batch` without a
+    /// flush, so frames of about `batch_bytes` hold the groups of several sessions, as group
+    /// commit writes them (for filling large stores quickly).
+    Staged,
 }
 
 /// sessionlog: `Sync` durability with `append`/`append_batch`, or `Buffered` with `flush()`
@@ -184,6 +189,7 @@ impl SessionlogWriter {
                 config.durability = Durability::Buffered;
                 config.batch_bytes = 1;
             }
+            SessionlogStyle::Staged => config.durability = Durability::Buffered,
         }
         Ok(SessionlogWriter {
             store: Store::open(dir, config)?,
@@ -239,7 +245,7 @@ impl Writer for SessionlogWriter {
                     return Err("a Sync append returned before it was durable".into());
                 }
             }
-            SessionlogStyle::Sync | SessionlogStyle::FramesNoSync => {
+            SessionlogStyle::Sync | SessionlogStyle::FramesNoSync | SessionlogStyle::Staged => {
                 self.store.append_batch(&id, events)?;
             }
         }
