@@ -37,6 +37,7 @@ mod replay;
 pub mod report;
 mod resume;
 pub mod workload;
+pub mod written;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -92,6 +93,9 @@ pub struct BenchArgs {
     /// Internal: the store directory of `--probe` and `--probe-fill`.
     #[arg(long, hide = true)]
     pub probe_dir: Option<PathBuf>,
+    /// Internal: the session `--probe` loads (default: generated session 0).
+    #[arg(long, hide = true)]
+    pub probe_session: Option<String>,
     /// Internal: fill a store with this many MB of log, flush, and exit without closing it
     /// (a crash: the index keeps only what its last durable commit had).
     #[arg(long, hide = true)]
@@ -111,6 +115,7 @@ impl Default for BenchArgs {
             compaction_every: WorkloadConfig::default().compaction_every,
             probe: None,
             probe_dir: None,
+            probe_session: None,
             probe_fill: None,
         }
     }
@@ -127,7 +132,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             .map_err(|e| e as Box<dyn std::error::Error>);
     }
     if let Some(peer) = &args.probe {
-        return resume::probe(peer, args.probe_dir.as_deref())
+        return resume::probe(peer, args.probe_dir.as_deref(), args.probe_session.as_deref())
             .map_err(|e| e as Box<dyn std::error::Error>);
     }
     run_all(args).map_err(|e| e as Box<dyn std::error::Error>)
@@ -340,6 +345,8 @@ pub struct Results {
     pub disk: Vec<DiskRow>,
     /// Replay of the fixture logs.
     pub replay: Vec<ReplayRow>,
+    /// Resume of sessions however written (import, big batches, fork, big messages).
+    pub written: Vec<written::WrittenRow>,
     /// Segment GC: space after deleting half the sessions, and GC throughput.
     pub gc_space: Vec<gc::GcSpaceRow>,
     /// Segment GC: appends with and without GC running beside them.
@@ -429,6 +436,11 @@ fn run_all(args: &BenchArgs) -> BenchResult<()> {
     } else {
         (Vec::new(), Vec::new(), Vec::new())
     };
+    let written = if ctx.section("resume") {
+        written::written_section(&mut ctx)?
+    } else {
+        Vec::new()
+    };
     let reopen = if ctx.section("reopen") {
         reopen::reopen_section(&mut ctx)?
     } else {
@@ -464,6 +476,7 @@ fn run_all(args: &BenchArgs) -> BenchResult<()> {
         read,
         disk,
         replay,
+        written,
         gc_space,
         gc_append,
         targets: Vec::new(),

@@ -248,6 +248,7 @@ pub fn targets(r: &Results) -> Vec<TargetRow> {
         },
         met: s.zip(raw).map(|(s, raw)| s.p50_us <= 1.2 * raw.p50_us),
     });
+    super::written::targets(r, &mut out);
     if !r.gc_space.is_empty() || !r.gc_append.is_empty() {
         super::gc::targets(r, &mut out);
     }
@@ -354,6 +355,7 @@ pub fn markdown(r: &Results) -> String {
         }
         s.push('\n');
     }
+    super::written::markdown(r, &mut s);
     if !r.read.is_empty() {
         let _ = writeln!(
             s,

@@ -58,26 +58,27 @@ pub(crate) fn build_dataset(
 /// What the probe child prints.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ProbeOutput {
-    ms: f64,
-    rss_kb: u64,
-    loaded: Loaded,
+    pub(crate) ms: f64,
+    pub(crate) rss_kb: u64,
+    pub(crate) loaded: Loaded,
 }
 
-pub(crate) fn probe(peer: &str, dir: Option<&Path>) -> BenchResult<()> {
+pub(crate) fn probe(peer: &str, dir: Option<&Path>, id: Option<&str>) -> BenchResult<()> {
     let dir = dir.ok_or("--probe needs --probe-dir")?;
+    let id = id.map_or_else(|| session_id(0), str::to_owned);
     let start = Instant::now();
     // sessionlog's resume hands its store back open: the clock stops before it is closed.
     let mut open_store = None;
     let loaded = if peer == SESSIONLOG_READ_ONLY || peer == PeerKind::Sessionlog.name() {
         let (loaded, store) =
-            peers::resume_sessionlog(dir, &session_id(0), peer == SESSIONLOG_READ_ONLY)?;
+            peers::resume_sessionlog(dir, &id, peer == SESSIONLOG_READ_ONLY)?;
         open_store = Some(store);
         loaded
     } else if peer == SESSIONLOG_FULL_READ {
-        peers::full_read_sessionlog(dir, &session_id(0))?
+        peers::full_read_sessionlog(dir, &id)?
     } else {
         let peer = PeerKind::from_name(peer).ok_or_else(|| format!("unknown peer {peer}"))?;
-        peers::resume(peer, dir, &session_id(0), 0)?
+        peers::resume(peer, dir, &id, 0)?
     };
     let ms = start.elapsed().as_secs_f64() * 1e3;
     drop(open_store);
@@ -96,11 +97,18 @@ pub(crate) const SESSIONLOG_READ_ONLY: &str = "sessionlog-read-only";
 pub(crate) const SESSIONLOG_FULL_READ: &str = "sessionlog-full-read";
 
 pub(crate) fn run_probe(peer: &str, dir: &Path) -> BenchResult<ProbeOutput> {
+    run_probe_of(peer, dir, None)
+}
+
+/// [`run_probe`] of session `id` (default: generated session 0).
+pub(crate) fn run_probe_of(peer: &str, dir: &Path, id: Option<&str>) -> BenchResult<ProbeOutput> {
     let exe = std::env::current_exe()?;
-    let out = std::process::Command::new(exe)
-        .args(["bench", "--probe", peer, "--probe-dir"])
-        .arg(dir)
-        .output()?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["bench", "--probe", peer, "--probe-dir"]).arg(dir);
+    if let Some(id) = id {
+        cmd.args(["--probe-session", id]);
+    }
+    let out = cmd.output()?;
     if !out.status.success() {
         return Err(format!(
             "resume probe of {peer} failed: {}",
