@@ -132,8 +132,12 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             .map_err(|e| e as Box<dyn std::error::Error>);
     }
     if let Some(peer) = &args.probe {
-        return resume::probe(peer, args.probe_dir.as_deref(), args.probe_session.as_deref())
-            .map_err(|e| e as Box<dyn std::error::Error>);
+        return resume::probe(
+            peer,
+            args.probe_dir.as_deref(),
+            args.probe_session.as_deref(),
+        )
+        .map_err(|e| e as Box<dyn std::error::Error>);
     }
     run_all(args).map_err(|e| e as Box<dyn std::error::Error>)
 }

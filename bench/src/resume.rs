@@ -70,8 +70,7 @@ pub(crate) fn probe(peer: &str, dir: Option<&Path>, id: Option<&str>) -> BenchRe
     // sessionlog's resume hands its store back open: the clock stops before it is closed.
     let mut open_store = None;
     let loaded = if peer == SESSIONLOG_READ_ONLY || peer == PeerKind::Sessionlog.name() {
-        let (loaded, store) =
-            peers::resume_sessionlog(dir, &id, peer == SESSIONLOG_READ_ONLY)?;
+        let (loaded, store) = peers::resume_sessionlog(dir, &id, peer == SESSIONLOG_READ_ONLY)?;
         open_store = Some(store);
         loaded
     } else if peer == SESSIONLOG_FULL_READ {

@@ -132,7 +132,11 @@ pub(crate) fn written_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<WrittenRow>>
     let normal = groups(&ctx.config, turns);
     let big = groups(&big_config(&ctx.config), big_turns);
     let cases: Vec<(String, How, &[Vec<Event>])> = vec![
-        ("live appends at flush points".into(), How::FlushPoints, &normal),
+        (
+            "live appends at flush points".into(),
+            How::FlushPoints,
+            &normal,
+        ),
         ("import (one operation)".into(), How::Import, &normal),
         ("append_batch of 256".into(), How::Batch(256), &normal),
         ("append_batch of 1024".into(), How::Batch(1024), &normal),
@@ -164,10 +168,10 @@ pub(crate) fn written_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<WrittenRow>>
         let (read_once_ms, _, read) = median_probe(SESSIONLOG_FULL_READ, &dir, &id)?;
         let (dsh_ms, _, dsh_loaded) = median_probe(PeerKind::DshJsonlZstd.name(), &dsh_dir, &id)?;
         if (resumed.surface, resumed.messages) != (read.surface, read.messages) {
-            return Err(
-                format!("{name}: the resume and the full read disagree: {resumed:?} / {read:?}")
-                    .into(),
-            );
+            return Err(format!(
+                "{name}: the resume and the full read disagree: {resumed:?} / {read:?}"
+            )
+            .into());
         }
         if (dsh_loaded.surface, dsh_loaded.messages) != (read.surface, read.messages) {
             ctx.notes.push(format!(
