@@ -149,7 +149,7 @@ fn plan(quick: bool) -> Plan {
             prefill_sessions: 32,
             prefill_turns: 30,
             appenders: 8,
-            append_turns: 60,
+            append_turns: 150,
             reps: 3,
         }
     }

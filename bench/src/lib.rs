@@ -36,6 +36,7 @@ mod reopen;
 mod replay;
 pub mod report;
 mod resume;
+mod targets;
 pub mod workload;
 pub mod written;
 
