@@ -13,10 +13,15 @@
 //!   index rebuild, by log size;
 //! - **read**: a full read of one session's events (events/s);
 //! - **disk**: bytes on disk per event;
-//! - **replay**: the real dsh logs of the fixtures, appended at their flush points.
+//! - **replay**: the real dsh logs of the fixtures, appended at their flush points;
+//! - **resume however written** ([`written`]): sessions written live, by import, by big
+//!   batches, by fork, and of big messages, against reading them once and dsh's load;
+//! - **gc** ([`gc`]): space after deleting half the sessions against live bytes, GC
+//!   throughput against the raw disk, appends while GC runs.
 //!
-//! Peers: sessionlog, SQLite with dsh's schema 15 (WAL; `synchronous` FULL and NORMAL),
-//! dsh-style JSONL, redb alone, and the raw disk (the physical ceiling).
+//! Peers: sessionlog; the simplest SQLite (dsh's schema 15, WAL; `synchronous` FULL and
+//! NORMAL) and JSONL; what dsh really writes ([`faithful`]: zstd JSONL with packed rows, SQLite
+//! schema 18); redb alone; and the raw disk (the physical ceiling).
 //!
 //! ```no_run
 //! use sessionlog_bench::{BenchArgs, run};
