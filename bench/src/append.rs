@@ -87,7 +87,8 @@ pub(crate) fn append_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<AppendRow>> {
                     peer.name(),
                     mode.name().replace([' ', ',', '/'], "-")
                 ));
-                let row = run_append(peer, mode, &workload, &dir)?;
+                let mut row = run_append(peer, mode, &workload, &dir)?;
+                row.bytes_per_event = dir_bytes(&dir) as f64 / row.events.max(1) as f64;
                 let _ = std::fs::remove_dir_all(&dir);
                 runs[i].push(row);
             }
@@ -275,6 +276,7 @@ pub(crate) fn run_append(
         p50_us: percentile(&latencies, 0.5),
         p99_us: percentile(&latencies, 0.99),
         runs: 1,
+        bytes_per_event: 0.0,
         events_per_sec_min: events as f64 / seconds,
         events_per_sec_max: events as f64 / seconds,
     })

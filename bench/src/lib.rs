@@ -179,6 +179,8 @@ pub struct AppendRow {
     pub p99_us: f64,
     /// Runs made (the row is the median run by events/s).
     pub runs: usize,
+    /// Bytes of all the peer's files per event after the run (the raw disk: the JSON lines).
+    pub bytes_per_event: f64,
     /// Slowest run's events/s.
     pub events_per_sec_min: f64,
     /// Fastest run's events/s.

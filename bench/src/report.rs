@@ -173,14 +173,14 @@ pub fn markdown(r: &Results) -> String {
         );
         let _ = writeln!(
             s,
-            "| sessions | mode | peer | events/s | MB/s | p50 us | p99 us | vs sessionlog |\n|---:|---|---|---:|---:|---:|---:|---:|"
+            "| sessions | mode | peer | events/s | MB/s | p50 us | p99 us | bytes/event on disk | vs sessionlog |\n|---:|---|---|---:|---:|---:|---:|---:|---:|"
         );
         for a in &r.append {
             let base = find(r, "sessionlog", a.sessions, &a.mode)
                 .map_or(f64::NAN, |b| b.events_per_sec / a.events_per_sec);
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {:.1} | {:.0} | {:.0} | {} |",
+                "| {} | {} | {} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {} |",
                 a.sessions,
                 a.mode,
                 a.peer,
@@ -188,6 +188,7 @@ pub fn markdown(r: &Results) -> String {
                 a.mb_per_sec,
                 a.p50_us,
                 a.p99_us,
+                a.bytes_per_event,
                 ratio(base)
             );
         }

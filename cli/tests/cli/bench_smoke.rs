@@ -98,6 +98,7 @@ fn quick_bench_writes_structured_json() {
                 assert!(num(row, "events_per_sec") > 0.0);
                 assert!(num(row, "mb_per_sec") > 0.0);
                 assert!(num(row, "p99_us") >= num(row, "p50_us"));
+                assert!(num(row, "bytes_per_event") > 0.0);
                 assert_eq!(row["durable"], peer != "sqlite-wal-normal");
             }
         }
