@@ -14,6 +14,8 @@ fn color(peer: &str) -> RGBColor {
         "sqlite-wal-full" => RGBColor(31, 119, 180),
         "sqlite-wal-normal" => RGBColor(158, 202, 225),
         "dsh-jsonl" => RGBColor(44, 160, 44),
+        "dsh-jsonl-zstd" => RGBColor(23, 190, 207),
+        "dsh-sqlite-18" => RGBColor(188, 189, 34),
         "redb" => RGBColor(255, 127, 14),
         "raw-disk" => RGBColor(90, 90, 90),
         "sessionlog-read-only" => RGBColor(255, 152, 150),

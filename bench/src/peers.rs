@@ -3,19 +3,17 @@
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use redb::ReadableDatabase as _;
-
 use crate::workload::{write_event_json, write_seq_array, write_surface_op};
-use sessionlog::event::{Event, Seq, SessionHeader, SurfaceOp};
-use sessionlog::json::{self, JsonLimits, JsonValue};
+use sessionlog::event::{Event, SessionHeader};
+use sessionlog::json;
 use sessionlog::log::record::{EventRecord, Record};
 use sessionlog::store::{Config, Durability, Store};
 
-use super::fold::{Message, SurfaceFold};
+pub use crate::readers::*;
 
 /// The error type of the harness (threads pass errors back, so it is `Send + Sync`).
 pub type BenchError = Box<dyn std::error::Error + Send + Sync>;
@@ -37,24 +35,32 @@ pub enum PeerKind {
     Redb,
     /// The raw disk: sequential write + fdatasync of the same JSON bytes (the ceiling).
     RawDisk,
+    /// dsh's JSONL backend as it writes: zstd frame per write, packed chunk rows.
+    DshJsonlZstd,
+    /// dsh's SQLite backend, schema 18: packed rows, zstd blobs, WAL, `synchronous=FULL`.
+    DshSqlite18,
 }
 
 impl PeerKind {
     /// Every peer, sessionlog first.
-    pub const ALL: [PeerKind; 6] = [
+    pub const ALL: [PeerKind; 8] = [
         PeerKind::Sessionlog,
         PeerKind::SqliteFull,
         PeerKind::SqliteNormal,
         PeerKind::Jsonl,
+        PeerKind::DshJsonlZstd,
+        PeerKind::DshSqlite18,
         PeerKind::Redb,
         PeerKind::RawDisk,
     ];
 
     /// The peers that can load a session back (the raw disk keeps no structure).
-    pub const READERS: [PeerKind; 4] = [
+    pub const READERS: [PeerKind; 6] = [
         PeerKind::Sessionlog,
         PeerKind::SqliteFull,
         PeerKind::Jsonl,
+        PeerKind::DshJsonlZstd,
+        PeerKind::DshSqlite18,
         PeerKind::Redb,
     ];
 
@@ -67,6 +73,8 @@ impl PeerKind {
             PeerKind::Jsonl => "dsh-jsonl",
             PeerKind::Redb => "redb",
             PeerKind::RawDisk => "raw-disk",
+            PeerKind::DshJsonlZstd => "dsh-jsonl-zstd",
+            PeerKind::DshSqlite18 => "dsh-sqlite-18",
         }
     }
 
@@ -126,6 +134,8 @@ pub fn open_writer(peer: PeerKind, dir: &Path, mode: Mode) -> BenchResult<Box<dy
         PeerKind::Jsonl => Box::new(JsonlWriter::open(dir)),
         PeerKind::Redb => Box::new(RedbWriter::open(dir)?),
         PeerKind::RawDisk => Box::new(RawWriter::open(dir)?),
+        PeerKind::DshJsonlZstd => Box::new(crate::faithful::DshJsonlWriter::open(dir, true)),
+        PeerKind::DshSqlite18 => Box::new(crate::faithful::Sqlite18Writer::open(dir, true)?),
     })
 }
 
@@ -141,8 +151,13 @@ pub enum SessionlogStyle {
     /// `Buffered` store; `append` each event, then `flush()` (the flush-point workload).
     BufferedFlush,
     /// `Buffered` store with `batch_bytes = 1`: each `append_batch` is written as its own frame
-    /// at once but not synced (for building data sets with realistic frames quickly).
+    /// at once, not synced itself (the store syncs the previous frame before it writes the
+    /// next: one `fdatasync` per frame).
     FramesNoSync,
+    /// `Buffered` store with the configuration's `batch_bytes`: `append_batch` without a
+    /// flush, so frames of about `batch_bytes` hold the groups of several sessions, as group
+    /// commit writes them (for filling large stores quickly).
+    Staged,
 }
 
 /// sessionlog: `Sync` durability with `append`/`append_batch`, or `Buffered` with `flush()`
@@ -174,12 +189,18 @@ impl SessionlogWriter {
                 config.durability = Durability::Buffered;
                 config.batch_bytes = 1;
             }
+            SessionlogStyle::Staged => config.durability = Durability::Buffered,
         }
         Ok(SessionlogWriter {
             store: Store::open(dir, config)?,
             style,
             ids: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
     }
 
     /// The store (for tests of recovery).
@@ -224,7 +245,7 @@ impl Writer for SessionlogWriter {
                     return Err("a Sync append returned before it was durable".into());
                 }
             }
-            SessionlogStyle::Sync | SessionlogStyle::FramesNoSync => {
+            SessionlogStyle::Sync | SessionlogStyle::FramesNoSync | SessionlogStyle::Staged => {
                 self.store.append_batch(&id, events)?;
             }
         }
@@ -243,7 +264,7 @@ impl Writer for SessionlogWriter {
 /// dsh's schema-15 DDL, exactly as the SQLite interop module writes it.
 use sessionlog::interop::sqlite::schema::DDL_15 as SQLITE_15_DDL;
 
-const SQLITE_FILE: &str = "sessions.sqlite";
+pub(crate) const SQLITE_FILE: &str = "sessions.sqlite";
 
 /// Opens (creating) a schema-15 database in `dir` as dsh does: foreign keys on, the DDL and
 /// identity in one transaction, then WAL; `synchronous` FULL or NORMAL.
@@ -464,8 +485,9 @@ impl Writer for JsonlWriter {
 // redb alone
 // ---------------------------------------------------------------------------------------------
 
-const REDB_FILE: &str = "events.redb";
-const REDB_EVENTS: redb::TableDefinition<(u64, u64), &[u8]> = redb::TableDefinition::new("events");
+pub(crate) const REDB_FILE: &str = "events.redb";
+pub(crate) const REDB_EVENTS: redb::TableDefinition<(u64, u64), &[u8]> =
+    redb::TableDefinition::new("events");
 
 /// The record bytes redb stores for an event (sessionlog's own postcard record, uncompressed).
 fn redb_value(session: u64, e: Event) -> BenchResult<Vec<u8>> {
@@ -573,279 +595,4 @@ impl Writer for RawWriter {
     fn close(self: Box<Self>) -> BenchResult<()> {
         Ok(())
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Readers: load a session back
-// ---------------------------------------------------------------------------------------------
-
-/// What loading a session produced (the same numbers from every peer, or something is wrong).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Loaded {
-    /// Events read.
-    pub events: u64,
-    /// Surface nodes after folding.
-    pub surface: usize,
-    /// Messages derived from the surface.
-    pub messages: usize,
-}
-
-/// What sessionlog's resume measures: the session layer's resume (checkpointed state plus
-/// the surface's frames; no replay of the log).
-pub const SESSIONLOG_RESUME_KIND: &str = "surface resume";
-
-/// Resumes session `id` of sessionlog's store in `dir` through the session layer: a writable
-/// open and [`Store::resume`] (which would also append crash closers to an open turn), or a
-/// read-only open and a [`Store::session`] handle; then the surface and the derived messages.
-/// The store is handed back open (a resumed session goes on appending; closing it, which
-/// syncs, is not part of the resume).
-pub fn resume_sessionlog(dir: &Path, id: &str, read_only: bool) -> BenchResult<(Loaded, Store)> {
-    let store = Store::open(dir, Config::default().read_only(read_only))?;
-    let loaded = {
-        let session = if read_only {
-            store.session(id)?
-        } else {
-            store.resume(id)?
-        };
-        let surface = session.surface()?;
-        let messages = session.messages()?;
-        Loaded {
-            events: session.len(),
-            surface: surface.len(),
-            messages: messages.len(),
-        }
-    };
-    Ok((loaded, store))
-}
-
-/// sessionlog without the session layer's resume: a read-only open, every event read and
-/// folded like the peers do (what resume cost before the surface was indexed).
-pub fn full_read_sessionlog(dir: &Path, id: &str) -> BenchResult<Loaded> {
-    let mut fold = SurfaceFold::default();
-    let mut events = 0u64;
-    let store = Store::open(dir, Config::default().read_only(true))?;
-    let n = store.len(id).ok_or_else(|| format!("no session {id}"))?;
-    for e in store.events(id, 0..n)? {
-        let e = e?;
-        events += 1;
-        fold.apply_text(&e)?;
-    }
-    let (surface, messages) = fold.finish();
-    Ok(Loaded {
-        events,
-        surface,
-        messages,
-    })
-}
-
-/// Resumes session `id` of `peer` stored in `dir`: open, read every event, parse what the
-/// peer must parse, fold the surface and derive the messages.
-pub fn resume(peer: PeerKind, dir: &Path, id: &str, index: usize) -> BenchResult<Loaded> {
-    let mut fold = SurfaceFold::default();
-    let mut events = 0u64;
-    match peer {
-        PeerKind::Sessionlog => return resume_sessionlog(dir, id, false).map(|(loaded, _)| loaded),
-        PeerKind::Redb => {
-            let db = redb::Database::open(dir.join(REDB_FILE))?;
-            let txn = db.begin_read()?;
-            let table = txn.open_table(REDB_EVENTS)?;
-            let s = index as u64 + 1;
-            for item in table.range((s, 0)..(s + 1, 0))? {
-                let (_, v) = item?;
-                let (record, _) = Record::decode(v.value())?;
-                let Record::Event { event, .. } = record else {
-                    return Err("redb holds a non-event record".into());
-                };
-                events += 1;
-                fold.apply_text(&Event::from(event))?;
-            }
-        }
-        PeerKind::SqliteFull | PeerKind::SqliteNormal => {
-            let conn = rusqlite::Connection::open_with_flags(
-                dir.join(SQLITE_FILE),
-                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-            )?;
-            let mut stmt = conn.prepare(
-                "SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable FROM events WHERE session_id = ? ORDER BY seq",
-            )?;
-            let mut rows = stmt.query([id])?;
-            let limits = JsonLimits::default();
-            while let Some(row) = rows.next()? {
-                let seq: i64 = row.get(0)?;
-                let kind: String = row.get(1)?;
-                let data: String = row.get(3)?;
-                let op: Option<String> = row.get(5)?;
-                let data = json::parse(&data, &limits)?;
-                let op = match op {
-                    Some(text) => Some(parse_surface_op(&json::parse(&text, &limits)?)?),
-                    None => None,
-                };
-                events += 1;
-                fold.apply_value(seq as Seq, &kind, op, Message::Value(data))?;
-            }
-        }
-        PeerKind::Jsonl => {
-            let file = File::open(jsonl_path(dir, id))?;
-            let limits = JsonLimits::default();
-            let mut first = true;
-            for line in BufReader::with_capacity(1 << 20, file).lines() {
-                let line = line?;
-                if std::mem::take(&mut first) {
-                    continue; // the header line
-                }
-                let value = json::parse(&line, &limits)?;
-                let obj = value.as_object().ok_or("a JSONL line is not an object")?;
-                let seq = obj
-                    .get("seq")
-                    .and_then(JsonValue::as_u64)
-                    .ok_or("line without seq")?;
-                let kind = obj
-                    .get("type")
-                    .and_then(JsonValue::as_str)
-                    .ok_or("line without type")?
-                    .to_owned();
-                let op = match obj.get("surfaceOp") {
-                    Some(v) => Some(parse_surface_op(v)?),
-                    None => None,
-                };
-                events += 1;
-                fold.apply_value(seq, &kind, op, Message::Line(value))?;
-            }
-        }
-        PeerKind::RawDisk => return Err("the raw disk keeps no sessions to load".into()),
-    }
-    let (surface, messages) = fold.finish();
-    Ok(Loaded {
-        events,
-        surface,
-        messages,
-    })
-}
-
-/// Reads every event of session `id` of `peer` as an [`Event`] (no fold), returning the count.
-/// Stores are opened read-only.
-pub fn read_all(peer: PeerKind, dir: &Path, id: &str, index: usize) -> BenchResult<u64> {
-    let mut n = 0u64;
-    let mut sink = |e: Event| {
-        n += 1;
-        std::hint::black_box(e);
-    };
-    match peer {
-        PeerKind::Sessionlog => {
-            let store = Store::open(dir, Config::default().read_only(true))?;
-            let len = store.len(id).ok_or_else(|| format!("no session {id}"))?;
-            for e in store.events(id, 0..len)? {
-                sink(e?);
-            }
-        }
-        PeerKind::Redb => {
-            let db = redb::Database::open(dir.join(REDB_FILE))?;
-            let txn = db.begin_read()?;
-            let table = txn.open_table(REDB_EVENTS)?;
-            let s = index as u64 + 1;
-            for item in table.range((s, 0)..(s + 1, 0))? {
-                let (_, v) = item?;
-                if let (Record::Event { event, .. }, _) = Record::decode(v.value())? {
-                    sink(Event::from(event));
-                }
-            }
-        }
-        PeerKind::SqliteFull | PeerKind::SqliteNormal => {
-            let conn = rusqlite::Connection::open_with_flags(
-                dir.join(SQLITE_FILE),
-                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-            )?;
-            let mut stmt = conn.prepare(
-                "SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable FROM events WHERE session_id = ? ORDER BY seq",
-            )?;
-            let mut rows = stmt.query([id])?;
-            let limits = JsonLimits::default();
-            while let Some(row) = rows.next()? {
-                let mut e = Event::new(
-                    row.get::<_, String>(1)?,
-                    row.get::<_, i64>(0)? as Seq,
-                    row.get(2)?,
-                    row.get::<_, String>(3)?,
-                );
-                if let Some(text) = row.get::<_, Option<String>>(4)? {
-                    let v = json::parse(&text, &limits)?;
-                    e.source_event_seqs = v
-                        .as_array()
-                        .map(|a| a.iter().filter_map(JsonValue::as_u64).collect());
-                }
-                if let Some(text) = row.get::<_, Option<String>>(5)? {
-                    e.surface_op = Some(parse_surface_op(&json::parse(&text, &limits)?)?);
-                }
-                e.ignorable = row.get::<_, Option<i64>>(6)? == Some(1);
-                sink(e);
-            }
-        }
-        PeerKind::Jsonl => {
-            let file = File::open(jsonl_path(dir, id))?;
-            let limits = JsonLimits::default();
-            let mut first = true;
-            for line in BufReader::with_capacity(1 << 20, file).lines() {
-                let line = line?;
-                if std::mem::take(&mut first) {
-                    continue;
-                }
-                let members = json::raw_members_with(&line, &limits)?;
-                let get = |k: &str| members.iter().rev().find(|m| m.key == *k).map(|m| m.value);
-                let kind = json::parse(get("type").ok_or("line without type")?, &limits)?;
-                let seq: Seq = get("seq").ok_or("line without seq")?.parse()?;
-                let time: i64 = get("time").unwrap_or("0").parse()?;
-                let mut e = Event::new(
-                    kind.as_str().unwrap_or_default(),
-                    seq,
-                    time,
-                    get("data").unwrap_or("null"),
-                );
-                if let Some(v) = get("sourceEventSeqs") {
-                    let v = json::parse(v, &limits)?;
-                    e.source_event_seqs = v
-                        .as_array()
-                        .map(|a| a.iter().filter_map(JsonValue::as_u64).collect());
-                }
-                if let Some(v) = get("surfaceOp") {
-                    e.surface_op = Some(parse_surface_op(&json::parse(v, &limits)?)?);
-                }
-                sink(e);
-            }
-        }
-        PeerKind::RawDisk => return Err("the raw disk keeps no sessions to read".into()),
-    }
-    Ok(n)
-}
-
-/// Parses dsh's `surfaceOp` JSON value.
-pub fn parse_surface_op(v: &JsonValue) -> BenchResult<SurfaceOp> {
-    if v.as_str() == Some("append") {
-        return Ok(SurfaceOp::Append);
-    }
-    match (
-        v.get("op").and_then(JsonValue::as_str),
-        v.get("start"),
-        v.get("end"),
-    ) {
-        (Some("replace"), Some(s), Some(e)) => Ok(SurfaceOp::Replace {
-            start: s.as_u64().ok_or("bad replace start")?,
-            end: e.as_u64().ok_or("bad replace end")?,
-        }),
-        _ => Err(format!("invalid surfaceOp {}", json::stringify(v)).into()),
-    }
-}
-
-/// Bytes of every file under `dir` (apparent sizes).
-pub fn dir_bytes(dir: &Path) -> u64 {
-    let mut total = 0;
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            match e.metadata() {
-                Ok(m) if m.is_dir() => total += dir_bytes(&e.path()),
-                Ok(m) => total += m.len(),
-                Err(_) => {}
-            }
-        }
-    }
-    total
 }

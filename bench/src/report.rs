@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{AppendRow, BenchArgs, DSH_JSONL_EVENTS_PER_SEC, Machine, Results, TargetRow};
+use super::{AppendRow, BenchArgs, Machine, Results, TargetRow};
 
 /// The peak resident set of this process in KiB (`VmHWM`), 0 when unknown.
 pub fn peak_rss_kb() -> u64 {
@@ -102,13 +102,18 @@ pub fn command_line(args: &BenchArgs) -> String {
     s
 }
 
-fn find<'a>(r: &'a Results, peer: &str, sessions: usize, mode: &str) -> Option<&'a AppendRow> {
+pub(crate) fn find<'a>(
+    r: &'a Results,
+    peer: &str,
+    sessions: usize,
+    mode: &str,
+) -> Option<&'a AppendRow> {
     r.append
         .iter()
         .find(|a| a.peer == peer && a.sessions == sessions && a.mode == mode)
 }
 
-fn ratio(x: f64) -> String {
+pub(crate) fn ratio(x: f64) -> String {
     if !x.is_finite() {
         "-".into()
     } else if x >= 10.0 {
@@ -118,7 +123,7 @@ fn ratio(x: f64) -> String {
     }
 }
 
-fn rate(x: f64) -> String {
+pub(crate) fn rate(x: f64) -> String {
     if x >= 1e6 {
         format!("{:.2}M", x / 1e6)
     } else if x >= 1e3 {
@@ -128,126 +133,14 @@ fn rate(x: f64) -> String {
     }
 }
 
-/// Checks the issue's targets against a run.
+/// Checks the issues' targets against a run (issue 16's append, resume, reopen and size goals;
+/// issue 15's GC measures).
 pub fn targets(r: &Results) -> Vec<TargetRow> {
-    let mut out = Vec::new();
-    let flush = super::peers::Mode::FlushPoints.name();
-    for sessions in [64, 1] {
-        let row = find(r, "sessionlog", sessions, &flush);
-        let goal = 40.0 * DSH_JSONL_EVENTS_PER_SEC;
-        out.push(TargetRow {
-            name: format!("append, dsh workload, 4 flushes/turn, {sessions} session(s)"),
-            target: format!(
-                ">= 40x dsh JSONL's {:.1}k events/s = {}/s",
-                DSH_JSONL_EVENTS_PER_SEC / 1e3,
-                rate(goal)
-            ),
-            measured: row.map_or("not measured".into(), |a| {
-                let jsonl = find(r, "dsh-jsonl", sessions, &flush)
-                    .map_or(f64::NAN, |j| a.events_per_sec / j.events_per_sec);
-                format!(
-                    "{}/s = {} x 4.8k ({} our dsh-jsonl peer)",
-                    rate(a.events_per_sec),
-                    ratio(a.events_per_sec / DSH_JSONL_EVENTS_PER_SEC),
-                    ratio(jsonl)
-                )
-            }),
-            met: row.map(|a| a.events_per_sec >= goal),
-        });
+    let mut out = super::targets::issue16(r);
+    super::written::targets(r, &mut out);
+    if !r.gc_space.is_empty() || !r.gc_append.is_empty() {
+        super::gc::targets(r, &mut out);
     }
-    for sessions in [1, 64] {
-        for n in [16, 256, 1024] {
-            let mode = super::peers::Mode::Batch(n).name();
-            let (Some(s), Some(raw), Some(sql)) = (
-                find(r, "sessionlog", sessions, &mode),
-                find(r, "raw-disk", sessions, &mode),
-                find(r, "sqlite-wal-full", sessions, &mode),
-            ) else {
-                continue;
-            };
-            out.push(TargetRow {
-                name: format!("group commit, batch {n}, {sessions} session(s), vs raw disk"),
-                target: ">= 80% of the raw-disk ceiling".into(),
-                measured: format!(
-                    "{:.0}% ({}/s vs {}/s)",
-                    100.0 * s.events_per_sec / raw.events_per_sec,
-                    rate(s.events_per_sec),
-                    rate(raw.events_per_sec)
-                ),
-                met: Some(s.events_per_sec >= 0.8 * raw.events_per_sec),
-            });
-            out.push(TargetRow {
-                name: format!("group commit, batch {n}, {sessions} session(s), vs SQLite WAL FULL"),
-                target: ">= 10x SQLite WAL FULL".into(),
-                measured: format!(
-                    "{} ({}/s vs {}/s)",
-                    ratio(s.events_per_sec / sql.events_per_sec),
-                    rate(s.events_per_sec),
-                    rate(sql.events_per_sec)
-                ),
-                met: Some(s.events_per_sec >= 10.0 * sql.events_per_sec),
-            });
-        }
-    }
-    let resume = r
-        .resume
-        .iter()
-        .filter(|x| x.peer == "sessionlog")
-        .max_by_key(|x| x.events);
-    let resume_ro = r
-        .resume
-        .iter()
-        .filter(|x| x.peer == super::SESSIONLOG_READ_ONLY)
-        .max_by_key(|x| x.events);
-    out.push(TargetRow {
-        name: "resume of a 1M-event session".into(),
-        target: "< 10 ms and RSS < 50 MB".into(),
-        measured: match resume {
-            Some(x) => format!(
-                "{} events: {:.1} ms, RSS {:.1} MB ({}){}",
-                x.events,
-                x.ms,
-                x.rss_mb,
-                x.kind,
-                resume_ro.map_or(String::new(), |y| format!(
-                    "; {:.1} ms with a read-only open",
-                    y.ms
-                ))
-            ),
-            None => "not measured".into(),
-        },
-        met: resume
-            .filter(|x| x.events >= 1_000_000)
-            .map(|x| x.ms < 10.0 && x.rss_mb < 50.0),
-    });
-    let disk = r.disk.iter().find(|d| d.peer == "sessionlog");
-    out.push(TargetRow {
-        name: "bytes on disk per event".into(),
-        target: "<= 100 bytes".into(),
-        measured: disk.map_or("not measured".into(), |d| {
-            format!(
-                "{:.0} bytes ({} events, {:.0} bytes of JSON each)",
-                d.bytes_per_event, d.events, d.json_bytes_per_event
-            )
-        }),
-        met: disk.map(|d| d.bytes_per_event <= 100.0),
-    });
-    let s = r.latency.iter().find(|x| x.peer == "sessionlog");
-    let raw = r.latency.iter().find(|x| x.peer == "raw-disk");
-    out.push(TargetRow {
-        name: "durable single append p50 (paired with the raw disk)".into(),
-        target: "<= 1.2x a raw write + fdatasync".into(),
-        measured: match (s, raw) {
-            (Some(s), Some(raw)) => format!(
-                "{:.0} us vs {:.0} us = {}",
-                s.p50_us,
-                raw.p50_us,
-                ratio(s.p50_us / raw.p50_us)
-            ),
-            _ => "not measured".into(),
-        },
-        met: s.zip(raw).map(|(s, raw)| s.p50_us <= 1.2 * raw.p50_us),
-    });
     out
 }
 
@@ -280,14 +173,14 @@ pub fn markdown(r: &Results) -> String {
         );
         let _ = writeln!(
             s,
-            "| sessions | mode | peer | events/s | MB/s | p50 us | p99 us | vs sessionlog |\n|---:|---|---|---:|---:|---:|---:|---:|"
+            "| sessions | mode | peer | events/s | MB/s | p50 us | p99 us | bytes/event on disk | vs sessionlog |\n|---:|---|---|---:|---:|---:|---:|---:|---:|"
         );
         for a in &r.append {
             let base = find(r, "sessionlog", a.sessions, &a.mode)
                 .map_or(f64::NAN, |b| b.events_per_sec / a.events_per_sec);
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {:.1} | {:.0} | {:.0} | {} |",
+                "| {} | {} | {} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {} |",
                 a.sessions,
                 a.mode,
                 a.peer,
@@ -295,6 +188,7 @@ pub fn markdown(r: &Results) -> String {
                 a.mb_per_sec,
                 a.p50_us,
                 a.p99_us,
+                a.bytes_per_event,
                 ratio(base)
             );
         }
@@ -351,6 +245,7 @@ pub fn markdown(r: &Results) -> String {
         }
         s.push('\n');
     }
+    super::written::markdown(r, &mut s);
     if !r.read.is_empty() {
         let _ = writeln!(
             s,
@@ -432,6 +327,7 @@ pub fn markdown(r: &Results) -> String {
         }
         s.push('\n');
     }
+    super::gc::markdown(r, &mut s);
     if !r.targets.is_empty() {
         let _ = writeln!(
             s,

@@ -72,6 +72,8 @@ fn quick_bench_writes_structured_json() {
         "sqlite-wal-full",
         "sqlite-wal-normal",
         "dsh-jsonl",
+        "dsh-jsonl-zstd",
+        "dsh-sqlite-18",
         "redb",
         "raw-disk",
     ];
@@ -96,6 +98,7 @@ fn quick_bench_writes_structured_json() {
                 assert!(num(row, "events_per_sec") > 0.0);
                 assert!(num(row, "mb_per_sec") > 0.0);
                 assert!(num(row, "p99_us") >= num(row, "p50_us"));
+                assert!(num(row, "bytes_per_event") > 0.0);
                 assert_eq!(row["durable"], peer != "sqlite-wal-normal");
             }
         }
@@ -123,8 +126,8 @@ fn quick_bench_writes_structured_json() {
     // Resume: the peers agree on what they loaded.
     let resume = rows(&v, "resume");
     assert!(
-        resume.len() >= 5,
-        "sessionlog (writable and read-only), SQLite, JSONL, redb"
+        resume.len() >= 7,
+        "sessionlog (writable and read-only), SQLite, JSONL, dsh's zstd JSONL and schema 18, redb"
     );
     let first = &resume[0];
     assert_eq!(text(first, "peer"), "sessionlog");
@@ -143,10 +146,55 @@ fn quick_bench_writes_structured_json() {
         assert!(num(r, "events_per_sec") > 0.0);
     }
     let disk = rows(&v, "disk");
-    assert_eq!(disk.len(), 4);
+    assert_eq!(disk.len(), 6);
     for r in disk {
         assert!(num(r, "bytes_per_event") > 0.0);
     }
+    // The faithful peers write what dsh writes: packed rows, zstd (far fewer bytes than the
+    // simple JSONL and schema-15 peers).
+    let per_event = |peer: &str| {
+        let row = disk.iter().find(|r| text(r, "peer") == peer).unwrap();
+        num(row, "bytes_per_event")
+    };
+    assert!(per_event("dsh-jsonl-zstd") < per_event("dsh-jsonl") / 2.0);
+    assert!(per_event("dsh-sqlite-18") < per_event("sqlite-wal-full"));
+    // Resume of sessions however written: every way, three measurements each.
+    let written = rows(&v, "written");
+    assert_eq!(
+        written.len(),
+        6,
+        "flush points, import, 256, 1024, fork, big messages"
+    );
+    for r in written {
+        assert!(num(r, "events") > 0.0 && num(r, "surface") > 0.0);
+        for k in ["resume_ms", "read_once_ms", "dsh_ms"] {
+            assert!(num(r, k) > 0.0, "{k} in {r}");
+        }
+    }
+    assert!(text(&written[5], "written").contains("100 KB"));
+    // Segment GC: both thresholds, space within what was there, and the append runs.
+    let gc = rows(&v, "gc_space");
+    assert_eq!(gc.len(), 2);
+    for r in gc {
+        assert!(num(r, "size_after") <= num(r, "size_before"));
+        assert!(num(r, "live") > 0.0 && num(r, "ratio") >= 1.0);
+    }
+    assert!(
+        num(&gc[0], "rewritten") > 0.0,
+        "the first GC compacts: {}",
+        gc[0]
+    );
+    assert!(num(&gc[0], "raw_mb_per_sec") > 0.0);
+    let gc_append = rows(&v, "gc_append");
+    let beside: Vec<&str> = gc_append.iter().map(|r| text(r, "beside")).collect();
+    assert_eq!(beside, ["nothing", "gc", "spin"]);
+    for r in gc_append {
+        assert!(num(r, "events_per_sec") > 0.0 && num(r, "p99_us") >= num(r, "p50_us"));
+    }
+    assert!(
+        num(&gc_append[1], "gcs") >= 1.0,
+        "a GC ran beside the appends"
+    );
     // Reopen after a crash scanned the unindexed tail.
     let reopen = rows(&v, "reopen");
     assert!(!reopen.is_empty());

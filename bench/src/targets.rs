@@ -1,0 +1,164 @@
+//! Issue 16's goals, checked against a run (the bench reports misses; it never fails on speed).
+
+use super::peers::Mode;
+use super::report::{find, rate, ratio};
+use super::{Results, TargetRow};
+
+/// The peers sessionlog must be ahead of at dsh's flush points and at a sync per event: the
+/// JSONL-per-session peers (simple and dsh's own), SQLite (schema 15 and dsh's schema 18, both
+/// `synchronous=FULL`) and redb.
+const RIVALS: [&str; 5] = [
+    "dsh-jsonl",
+    "dsh-jsonl-zstd",
+    "sqlite-wal-full",
+    "dsh-sqlite-18",
+    "redb",
+];
+
+/// Issue 16's goals.
+pub fn issue16(r: &Results) -> Vec<TargetRow> {
+    let mut out = Vec::new();
+    for mode in [Mode::FlushPoints, Mode::PerEvent] {
+        for sessions in [1, 64] {
+            let m = mode.name();
+            let Some(s) = find(r, "sessionlog", sessions, &m) else {
+                continue;
+            };
+            let rivals: Vec<(&str, f64)> = RIVALS
+                .iter()
+                .filter_map(|p| find(r, p, sessions, &m).map(|a| (*p, a.events_per_sec)))
+                .collect();
+            let behind: Vec<&str> = rivals
+                .iter()
+                .filter(|(_, eps)| s.events_per_sec <= *eps)
+                .map(|(p, _)| *p)
+                .collect();
+            out.push(TargetRow {
+                name: format!("append, {m}, {sessions} session(s)"),
+                target: "ahead of the JSONL peers, SQLite (15 and 18) and redb".into(),
+                measured: format!(
+                    "{}/s; vs {}{}",
+                    rate(s.events_per_sec),
+                    rivals
+                        .iter()
+                        .map(|(p, eps)| format!("{p} {}", ratio(s.events_per_sec / eps)))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if behind.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; behind {}", behind.join(", "))
+                    }
+                ),
+                met: (!rivals.is_empty()).then_some(behind.is_empty()),
+            });
+        }
+    }
+    let vs_raw = |out: &mut Vec<TargetRow>, sessions: usize, mode: Mode, goal: f64, what: &str| {
+        let m = mode.name();
+        let (Some(s), Some(raw)) = (
+            find(r, "sessionlog", sessions, &m),
+            find(r, "raw-disk", sessions, &m),
+        ) else {
+            return;
+        };
+        out.push(TargetRow {
+            name: format!("append, {m}, {sessions} session(s), vs raw disk"),
+            target: format!(">= {:.0}% of the raw disk's {what}", goal * 100.0),
+            measured: format!(
+                "{:.0}% ({}/s vs {}/s)",
+                100.0 * s.events_per_sec / raw.events_per_sec,
+                rate(s.events_per_sec),
+                rate(raw.events_per_sec)
+            ),
+            met: Some(s.events_per_sec >= goal * raw.events_per_sec),
+        });
+    };
+    for sessions in [1, 64] {
+        for n in [256, 1024] {
+            vs_raw(&mut out, sessions, Mode::Batch(n), 0.8, "events/s");
+        }
+    }
+    vs_raw(&mut out, 64, Mode::PerEvent, 0.5, "coalesced ceiling");
+    out.push(TargetRow {
+        name: "instructions per appended event".into(),
+        target: "<= 8k (callgrind of the criterion append bench)".into(),
+        measured: "not measured by this harness (benches/README.md records the profile)".into(),
+        met: None,
+    });
+    let s = r.latency.iter().find(|x| x.peer == "sessionlog");
+    let raw = r.latency.iter().find(|x| x.peer == "raw-disk");
+    out.push(TargetRow {
+        name: "durable single append p50 (paired with the raw disk)".into(),
+        target: "<= 1.2x a raw write + fdatasync".into(),
+        measured: match (s, raw) {
+            (Some(s), Some(raw)) => format!(
+                "{:.0} us vs {:.0} us = {}",
+                s.p50_us,
+                raw.p50_us,
+                ratio(s.p50_us / raw.p50_us)
+            ),
+            _ => "not measured".into(),
+        },
+        met: s.zip(raw).map(|(s, raw)| s.p50_us <= 1.2 * raw.p50_us),
+    });
+    let resume = r
+        .resume
+        .iter()
+        .filter(|x| x.peer == "sessionlog")
+        .max_by_key(|x| x.events);
+    out.push(TargetRow {
+        name: "resume of a 1M-event session stays where it is".into(),
+        target: "< 10 ms and RSS < 50 MB".into(),
+        measured: resume.map_or("not measured".into(), |x| {
+            format!(
+                "{} events: {:.1} ms, RSS {:.1} MB ({})",
+                x.events, x.ms, x.rss_mb, x.kind
+            )
+        }),
+        met: resume
+            .filter(|x| x.events >= 1_000_000)
+            .map(|x| x.ms < 10.0 && x.rss_mb < 50.0),
+    });
+    if !r.reopen.is_empty() {
+        let worst = r
+            .reopen
+            .iter()
+            .max_by(|a, b| a.crash_ms.total_cmp(&b.crash_ms));
+        let slowest = r
+            .reopen
+            .iter()
+            .map(|x| x.log_bytes as f64 / 1e6 / (x.crash_ms / 1e3).max(1e-9))
+            .fold(f64::INFINITY, f64::min);
+        out.push(TargetRow {
+            name: "reopen after a crash".into(),
+            target: "replay >= 200 MB/s; reopen within 50 ms whatever the store's size".into(),
+            measured: worst.map_or("not measured".into(), |w| {
+                format!(
+                    "slowest replay {slowest:.1} MB/s; longest reopen {:.0} ms ({:.1} MB log)",
+                    w.crash_ms,
+                    w.log_bytes as f64 / 1e6
+                )
+            }),
+            met: worst.map(|w| slowest >= 200.0 && w.crash_ms <= 50.0),
+        });
+    }
+    let disk = r.disk.iter().find(|d| d.peer == "sessionlog");
+    let dsh = r.disk.iter().find(|d| d.peer == "dsh-jsonl-zstd");
+    out.push(TargetRow {
+        name: "bytes on disk per event".into(),
+        target: "<= what dsh's JSONL+zstd backend writes for the same workload".into(),
+        measured: match (disk, dsh) {
+            (Some(d), Some(j)) => format!(
+                "{:.0} bytes vs dsh-jsonl-zstd {:.0} ({} events, {:.0} bytes of JSON each)",
+                d.bytes_per_event, j.bytes_per_event, d.events, d.json_bytes_per_event
+            ),
+            (Some(d), None) => format!("{:.0} bytes (dsh-jsonl-zstd not run)", d.bytes_per_event),
+            _ => "not measured".into(),
+        },
+        met: disk
+            .zip(dsh)
+            .map(|(d, j)| d.bytes_per_event <= j.bytes_per_event),
+    });
+    out
+}
