@@ -115,7 +115,8 @@ pub struct SessionInfo {
     pub event_count: Seq,
     /// Total bytes of `data` text.
     pub data_bytes: u64,
-    /// `time` of the last event.
+    /// `time` of the last event the session appended itself (0 for a fork with none of its
+    /// own yet: its last event is then its parent's, which retention reads).
     pub last_time: i64,
     /// Number of surface nodes (0 for a verbatim session: it keeps no surface index).
     pub surface_len: u64,
@@ -271,7 +272,6 @@ impl Store {
             let r = live::open_reader_index(&dir, &segments, &config, limits)?;
             (r.index, r.recovered, Some(r.view))
         };
-        let whole_log = recovered.whole_log || recovered.report.index_rebuilt;
         let index = Arc::new(index);
         let committer = writable.then(|| {
             Arc::new(Committer::new(
@@ -346,19 +346,14 @@ impl Store {
             store.catch_up_in_memory();
         }
         if writable {
-            // After a crash, sessions whose surface the index does not cover to their last
-            // event (the tail recovery indexed) are folded when first used (`settle`), not
-            // here: a crashed store reopens in the time of its tail's scan. An index rebuilt
-            // from the log is caught up whole (it was built from the whole log anyway).
-            if whole_log {
-                let failures = store.catch_up().map_err(|e| OpenError::Io {
-                    path: store.dir.clone(),
-                    source: std::io::Error::other(format!(
-                        "writing session state replayed after recovery failed: {e}"
-                    )),
-                })?;
-                store.report.catch_up_failures = failures;
-            }
+            // Damaged sessions are reported in `catch_up_failures`; what fails here is
+            // writing the replayed state (an I/O error or a poisoned committer).
+            store.catch_up().map_err(|e| OpenError::Io {
+                path: store.dir.clone(),
+                source: std::io::Error::other(format!(
+                    "writing session state replayed after recovery failed: {e}"
+                )),
+            })?;
             if let Some(policy) = store.config.retention.clone() {
                 store.evicted_at_open = store
                     .apply_retention(&policy, now_ms(), &mut |_| {})
@@ -380,38 +375,12 @@ impl Store {
     }
 
     /// Brings every session's surface table and state checkpoint up to its last event (after
-    /// recovery indexed a tail without them), then checkpoints the index. A writable open
-    /// leaves this to each session's first use; this does it for all at once (a damaged
-    /// session is named in the returned list, its error comes back when it is used).
-    pub fn catch_up(&self) -> Result<Vec<(String, String)>, AppendError> {
+    /// recovery indexed a tail without them), then checkpoints the index.
+    fn catch_up(&mut self) -> Result<(), AppendError> {
         let mut failures = Vec::new();
-        self.catch_up_into(&mut failures)?;
-        Ok(failures)
-    }
-
-    /// Before a session's counters or surface are read: a reader folds what grew since its
-    /// view was built ([`Store::fold_behind`]); a writer folds a session whose surface the
-    /// index does not cover to its last event (after a crash) and stages its surface table,
-    /// as its next append would. A session whose replay fails is left as it is (its error
-    /// comes back when it is read or appended to).
-    pub(crate) fn settle(&self, only: Option<u64>) {
-        if self.view.is_some() || self.committer.is_none() {
-            self.fold_behind(only);
-            return;
-        }
-        let behind: Vec<u64> = self
-            .registry()
-            .live()
-            .iter()
-            .filter(|r| {
-                r.surface_covered < r.next_seq
-                    && !r.is_verbatim()
-                    && only.is_none_or(|n| n == r.number)
-            })
-            .map(|r| r.number)
-            .collect();
-        // A failure here comes back when the session is used.
-        let _ = self.catch_up_sessions(behind, &mut Vec::new());
+        let result = self.catch_up_into(&mut failures);
+        self.report.catch_up_failures = failures;
+        result
     }
 
     /// A read-only open's catch-up: every session whose surface the index does not cover to
@@ -482,21 +451,10 @@ impl Store {
             })
             .map(|r| r.number)
             .collect();
-        self.catch_up_sessions(behind, failures)
-    }
-
-    /// Folds each of `numbers` to its last event, with its projections, and checkpoints
-    /// them (staged, then committed to the index, not durably: a crash only means catching
-    /// up again). A session whose replay fails is named in `failures`.
-    fn catch_up_sessions(
-        &self,
-        numbers: Vec<u64>,
-        failures: &mut Vec<(String, String)>,
-    ) -> Result<(), AppendError> {
-        if numbers.is_empty() {
+        if behind.is_empty() {
             return Ok(());
         }
-        for number in numbers {
+        for number in behind {
             let core = self.core(number);
             let mut core = lock(&core);
             // One damaged session must not keep the store from opening: its error is

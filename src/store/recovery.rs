@@ -102,8 +102,6 @@ pub(crate) struct Recovered {
     pub report: RecoveryReport,
     /// Read-only opens keep the unindexed tail in memory instead of writing it to the index.
     pub overlay: Vec<(u64, Seq, Location)>,
-    /// The index was built from the whole log (new, missing, rebuilt), not from a tail.
-    pub whole_log: bool,
 }
 
 pub(crate) struct RecoveryInput<'a> {
@@ -169,7 +167,6 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
         active,
         next_segment,
         watermark: tail.running,
-        whole_log: loaded.fresh || report.index_rebuilt,
         report,
         overlay: tail.overlay,
     })

@@ -113,12 +113,14 @@ pub struct Eviction {
     pub data_bytes: u64,
 }
 
-/// A session's last activity: its last event's time, or its creation time when it has none.
+/// A session's last activity: its last event's time or its creation time, whichever is
+/// later (a fork made a moment ago of an old session is active now).
 fn last_activity(info: &SessionInfo) -> i64 {
+    let created = i64::try_from(info.header.created_at).unwrap_or(i64::MAX);
     if info.event_count == 0 {
-        i64::try_from(info.header.created_at).unwrap_or(i64::MAX)
+        created
     } else {
-        info.last_time
+        info.last_time.max(created)
     }
 }
 
@@ -128,6 +130,16 @@ impl Store {
     /// only the in-memory registry; changes nothing.
     pub fn plan_retention(&self, policy: &Retention, now_ms: i64) -> Vec<Eviction> {
         let mut sessions: Vec<SessionInfo> = self.sessions();
+        for info in &mut sessions {
+            // A fork with no event of its own has no time of its own: its last event is
+            // the inherited one.
+            if info.last_time == 0
+                && info.event_count > 0
+                && let Ok(Some(last)) = self.get(&info.header.id, info.event_count - 1)
+            {
+                info.last_time = last.time;
+            }
+        }
         sessions.sort_by(|a, b| {
             (last_activity(a), &a.header.id).cmp(&(last_activity(b), &b.header.id))
         });

@@ -74,8 +74,6 @@ pub(crate) struct GcTally {
     pub(crate) workload_gcs: u64,
     pub(crate) retention_runs: u64,
     pub(crate) evictions: u64,
-    /// Forks with no event of their own that retention saw as idle since 1970 (a finding).
-    pub(crate) forks_seen_idle_since_1970: u64,
 }
 
 impl GcTally {
@@ -99,7 +97,6 @@ impl GcTally {
         self.workload_gcs += o.workload_gcs;
         self.retention_runs += o.retention_runs;
         self.evictions += o.evictions;
-        self.forks_seen_idle_since_1970 += o.forks_seen_idle_since_1970;
     }
 
     /// The family did what it is for (so it cannot silently do nothing).

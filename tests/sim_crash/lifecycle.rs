@@ -89,23 +89,14 @@ impl Scenario {
         Ok(())
     }
 
-    /// The last activity retention sees for session `i` (its last event's time, or its
-    /// creation time).
+    /// The last activity retention sees for session `i`: the later of its last event's time
+    /// (inherited ones included) and its creation time.
     fn last_activity(&mut self, store: &Store, i: usize) -> i64 {
         let s = &self.model.sessions[i];
-        if s.fork
-            .as_ref()
-            .is_some_and(|f| f.1 as usize == s.events.len())
-            && !s.events.is_empty()
-        {
-            // Finding (engine, open): a fork with no event of its own (a verbatim fork, or a
-            // fork at an `end-seed` marker) has `SessionInfo::last_time` 0, not its inherited
-            // last event's time, so retention sees it idle since 1970
-            // (`a_fork_without_events_of_its_own_is_as_active_as_its_seed`, ignored).
-            self.tally.gc.forks_seen_idle_since_1970 += 1;
-            return 0;
-        }
-        match s.events.last() {
+        let created = store
+            .header(&s.id)
+            .map_or(0, |h| i64::try_from(h.created_at).unwrap_or(i64::MAX));
+        let last = match s.events.last() {
             Some(e) if e.time == END_SEED_TIME_UNKNOWN => {
                 let seq = s.events.len() as u64 - 1;
                 match store.get(&s.id, seq) {
@@ -118,10 +109,9 @@ impl Scenario {
                 }
             }
             Some(e) => e.time,
-            None => store
-                .header(&s.id)
-                .map_or(0, |h| i64::try_from(h.created_at).unwrap_or(i64::MAX)),
-        }
+            None => return created,
+        };
+        last.max(created)
     }
 
     fn workload_retention(&mut self, store: &Store) -> Result<(), StepError> {
