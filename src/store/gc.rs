@@ -36,6 +36,10 @@ pub struct GcOptions {
     pub live_fraction: f64,
     /// Plan only: compute what would be freed, write nothing.
     pub dry_run: bool,
+    /// Erase mode (format-spec.md §11.6): drop every event record of every purged session
+    /// from every segment holding one, whatever its live fraction (the active segment is
+    /// sealed first), then rewrite the index file. The live-fraction threshold is not used.
+    pub erase: bool,
 }
 
 impl Default for GcOptions {
@@ -43,6 +47,7 @@ impl Default for GcOptions {
         GcOptions {
             live_fraction: GC_LIVE_FRACTION,
             dry_run: false,
+            erase: false,
         }
     }
 }
@@ -51,6 +56,12 @@ impl GcOptions {
     /// Plans only when `yes`: nothing is written.
     pub fn dry_run(mut self, yes: bool) -> Self {
         self.dry_run = yes;
+        self
+    }
+
+    /// Erase mode when `yes` (see [`GcOptions::erase`]).
+    pub fn erase(mut self, yes: bool) -> Self {
+        self.erase = yes;
         self
     }
 
@@ -81,6 +92,12 @@ pub struct GcReport {
     pub rewritten: u64,
     /// Records dropped from the compacted segments.
     pub records_dropped: u64,
+    /// The options were erase mode ([`GcOptions::erase`]).
+    pub erase: bool,
+    /// Erase mode: purged sessions whose event records were in the log (and are dropped).
+    pub sessions_erased: u64,
+    /// Erase mode: the index file was rewritten (not on a dry run).
+    pub index_rewritten: bool,
 }
 
 /// Why [`Store::gc`] failed. Nothing is lost: the old segments stay until the index points
@@ -96,6 +113,18 @@ pub enum GcError {
     /// Reading the index failed.
     #[error("reading the index for GC: {0}")]
     Index(#[from] IndexError),
+    /// Erase mode: a segment holding records to erase cannot be compacted (nothing was
+    /// written).
+    #[error(
+        "segment {segment} cannot be compacted to erase: {reason} (run `sessionlog verify`, \
+         then `sessionlog recover --salvage` if it reports damage; then `sessionlog gc --erase`)"
+    )]
+    EraseBlocked {
+        /// The segment number.
+        segment: u64,
+        /// Why.
+        reason: String,
+    },
     /// Writing a compacted segment failed; the old segment is intact (free some space and
     /// run the GC again).
     #[error("writing the compacted copy {path}: {source}")]
@@ -109,13 +138,13 @@ pub enum GcError {
 }
 
 /// A segment's compacted copy, in memory.
-struct Compacted {
-    number: u64,
-    old_len: u64,
-    bytes: Vec<u8>,
+pub(super) struct Compacted {
+    pub(super) number: u64,
+    pub(super) old_len: u64,
+    pub(super) bytes: Vec<u8>,
     /// Every kept event of a session the index holds, at its new location.
-    events: Vec<(u64, Seq, Location)>,
-    dropped: u64,
+    pub(super) events: Vec<(u64, Seq, Location)>,
+    pub(super) dropped: u64,
 }
 
 /// Where the records of sessions the index does not hold are (purged sessions).
@@ -129,7 +158,7 @@ struct Orphans {
     top: u64,
 }
 
-fn session_of(record: &Record) -> (u64, Option<Seq>) {
+pub(super) fn session_of(record: &Record) -> (u64, Option<Seq>) {
     match record {
         Record::CreateSession { session, .. }
         | Record::ForkSession { session, .. }
@@ -174,6 +203,9 @@ impl Store {
     ) -> Result<GcReport, GcError> {
         let committer = self.committer()?.clone();
         let _one_at_a_time = self.gc_lock.lock().unwrap_or_else(|p| p.into_inner());
+        if options.erase {
+            return self.gc_erase(&committer, options, progress);
+        }
         self.checkpoint()?;
         let space = self.space(progress)?;
         let watermark = committer.watermark();
@@ -257,7 +289,11 @@ impl Store {
 
     /// Writes each copy as `N.gc` (complete and durable), then repoints the index and renames
     /// the copies over the segments.
-    fn install_copies(&self, committer: &Committer, copies: &[Compacted]) -> Result<(), GcError> {
+    pub(super) fn install_copies(
+        &self,
+        committer: &Committer,
+        copies: &[Compacted],
+    ) -> Result<(), GcError> {
         let fs = self.segments.fs().clone();
         let dir = self.segments.dir().to_path_buf();
         let mut handles: Vec<(u64, Arc<dyn StorageFile>)> = Vec::new();
@@ -499,7 +535,7 @@ pub(super) fn collected(registry: &Registry, record: &Record) -> bool {
 }
 
 /// The path of segment `number`'s compacted copy with `suffix`.
-fn gc_path(dir: &Path, number: u64, suffix: &str) -> PathBuf {
+pub(super) fn gc_path(dir: &Path, number: u64, suffix: &str) -> PathBuf {
     dir.join(format!("{number:020}{suffix}"))
 }
 
@@ -525,6 +561,8 @@ pub(super) fn finish_interrupted(
         let path = path.to_path_buf();
         move |source| OpenError::Io { path, source }
     };
+    let index = store_dir.join(INDEX_FILE);
+    crate::index::remove_leftover_rewrite(&index).map_err(io(&index))?;
     if !fs.exists(segments_dir) {
         return Ok(false);
     }
@@ -541,7 +579,6 @@ pub(super) fn finish_interrupted(
     if done.is_empty() {
         return Ok(false);
     }
-    let index = store_dir.join(INDEX_FILE);
     match std::fs::remove_file(&index) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -22,6 +22,7 @@ mod append;
 mod commit;
 mod config;
 mod create;
+mod erase;
 mod follow;
 mod gc;
 #[cfg(feature = "internals")]
@@ -39,6 +40,7 @@ mod verbatim;
 use open::open_index;
 mod verify;
 
+pub use erase::EraseError;
 pub use gc::{GcError, GcOptions, GcReport};
 pub use retention::{Eviction, EvictionReason, Retention};
 pub use space::{GC_LIVE_FRACTION, SegmentSpace, SessionSpace, SpaceReport, SpaceTotals};

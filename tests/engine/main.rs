@@ -9,6 +9,7 @@ mod common;
 mod atomic_ops;
 mod bad_input;
 mod create_with_events;
+mod erase;
 mod gc;
 mod json;
 mod live_readers;
