@@ -428,6 +428,12 @@ impl Committer {
         let created = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.sync_deferred_dirs()?;
             let number = match active.as_mut() {
+                // An empty active segment (a rollover just made it): the watermark moves
+                // to its start, nothing is created.
+                Some(old) if old.len == SEGMENT_HEADER_LEN && !old.sealed => {
+                    old.verify()?;
+                    return Ok((old.number, old.file.clone()));
+                }
                 Some(old) => {
                     old.verify()?;
                     if old.synced_len < old.len {

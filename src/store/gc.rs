@@ -26,6 +26,10 @@ use crate::log::segment;
 pub const GC_SUFFIX: &str = ".gc";
 /// Suffix of a compacted copy being written.
 pub const GC_TMP_SUFFIX: &str = ".gc.tmp";
+/// The file in `segments/` whose existence commits a GC's set of copies (format-spec.md
+/// §11.4): created (and the directory fsynced) once every `N.gc` is durable, before the
+/// index is repointed; removed once every copy is installed.
+pub const GC_COMMIT_FILE: &str = "gc.commit";
 
 /// What [`Store::gc`] does.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -297,6 +301,17 @@ impl Store {
         let fs = self.segments.fs().clone();
         let dir = self.segments.dir().to_path_buf();
         let mut handles: Vec<(u64, Arc<dyn StorageFile>)> = Vec::new();
+        // A commit marker a crash left after its GC finished must be gone, durably, before
+        // any copy is written (else an incomplete set would look committed).
+        let marker = dir.join(GC_COMMIT_FILE);
+        if fs.exists(&marker) {
+            fs.remove_file(&marker)
+                .and_then(|()| fs.sync_dir(&dir))
+                .map_err(|source| GcError::Io {
+                    path: marker.clone(),
+                    source,
+                })?;
+        }
         for c in copies {
             let tmp = gc_path(&dir, c.number, GC_TMP_SUFFIX);
             let done = gc_path(&dir, c.number, GC_SUFFIX);
@@ -322,6 +337,21 @@ impl Store {
             path: dir.clone(),
             source,
         })?;
+        // The commit point: every copy is durable; from here on an open installs them all.
+        let committed = (|| {
+            fs.open(&marker, OpenMode::CreateNew)?;
+            fs.sync_dir(&dir)
+        })();
+        if let Err(source) = committed {
+            let _ = fs.remove_file(&marker);
+            for c in copies {
+                let _ = fs.remove_file(&gc_path(&dir, c.number, GC_SUFFIX));
+            }
+            return Err(GcError::Io {
+                path: marker,
+                source,
+            });
+        }
         committer.exclusive(|mut batch, watermark| {
             {
                 let registry = self.registry();
@@ -344,6 +374,8 @@ impl Store {
                     &self.segments.path(*number),
                 )?;
             }
+            fs.sync_dir(&dir)?;
+            fs.remove_file(&marker)?;
             fs.sync_dir(&dir)?;
             Ok(())
         })?;
@@ -576,7 +608,13 @@ pub(super) fn finish_interrupted(
             done.push(n);
         }
     }
+    let marker = segments_dir.join(GC_COMMIT_FILE);
+    let committed = names.iter().any(|n| n == GC_COMMIT_FILE);
     if done.is_empty() {
+        if committed {
+            fs.remove_file(&marker).map_err(io(&marker))?;
+            fs.sync_dir(segments_dir).map_err(io(segments_dir))?;
+        }
         return Ok(false);
     }
     match std::fs::remove_file(&index) {
@@ -587,8 +625,18 @@ pub(super) fn finish_interrupted(
     fs.sync_dir(store_dir).map_err(io(store_dir))?;
     for n in done {
         let from = gc_path(segments_dir, n, GC_SUFFIX);
-        let to = segment::path(segments_dir, n);
-        fs.rename(&from, &to).map_err(io(&from))?;
+        if committed {
+            fs.rename(&from, &segment::path(segments_dir, n))
+                .map_err(io(&from))?;
+        } else {
+            // The set of copies may be incomplete (the GC had not committed): the old
+            // segments stay.
+            fs.remove_file(&from).map_err(io(&from))?;
+        }
+    }
+    if committed {
+        fs.sync_dir(segments_dir).map_err(io(segments_dir))?;
+        fs.remove_file(&marker).map_err(io(&marker))?;
     }
     fs.sync_dir(segments_dir).map_err(io(segments_dir))?;
     Ok(true)

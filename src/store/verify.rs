@@ -9,7 +9,8 @@ use crate::session::invariants::Trace;
 impl Store {
     /// A watermark as the point of the log it names, `(segment, end)`: the start of a
     /// segment with no frame covered yet (an erase sealed the segment before it, §11.6) is
-    /// the end of the segment before it, where an index rebuilt from the log puts it.
+    /// the end of the segment before it (of the last one holding a frame), where an index
+    /// rebuilt from the log puts it.
     fn log_point(&self, value: &[u8]) -> Vec<u8> {
         let word = |i: usize| {
             value
@@ -20,13 +21,14 @@ impl Store {
         let (Some(mut segment), Some(mut end), Some(last)) = (word(0), word(8), word(16)) else {
             return value.to_vec();
         };
-        if end == SEGMENT_HEADER_LEN
-            && last == u64::MAX
-            && segment > 1
-            && let Ok(len) = self.segments.file(segment - 1).and_then(|f| f.len())
-        {
-            segment -= 1;
-            end = len;
+        if last == u64::MAX {
+            while end == SEGMENT_HEADER_LEN
+                && segment > 1
+                && let Ok(len) = self.segments.file(segment - 1).and_then(|f| f.len())
+            {
+                segment -= 1;
+                end = len;
+            }
         }
         [segment.to_le_bytes(), end.to_le_bytes()].concat()
     }

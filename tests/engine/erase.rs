@@ -15,10 +15,10 @@ use sessionlog::{DerivedMessage, EraseError, GcOptions, InvariantMode, Seq};
 
 use crate::common::{read_all, synthetic_event};
 
-const MARKER: &str = "ERASE-ME-7f3a9c-unique-marker";
+pub(crate) const MARKER: &str = "ERASE-ME-7f3a9c-unique-marker";
 const T: i64 = 1_767_225_600_000;
 
-fn config() -> Config {
+pub(crate) fn config() -> Config {
     Config::default()
         .durability(Durability::Buffered)
         .segment_bytes(32 * 1024)
@@ -29,7 +29,7 @@ fn config() -> Config {
 
 /// An event of a session to erase: the marker in a user message (so the title holds it),
 /// tool-call arguments and chunks; compressible padding so that frames are compressed.
-fn marked(seq: u64) -> Event {
+pub(crate) fn marked(seq: u64) -> Event {
     let time = T + seq as i64;
     match seq % 5 {
         0 => Event::new("turn/start", seq, time, format!(r#"{{"turn":{}}}"#, seq / 5 + 1)),
@@ -70,7 +70,7 @@ fn marked(seq: u64) -> Event {
 }
 
 /// `len` hex digits from a generator seeded with `seed` (compresses to about half).
-fn noise(seed: u64, len: usize) -> String {
+pub(crate) fn noise(seed: u64, len: usize) -> String {
     let mut x = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
     (0..len)
         .map(|_| {
@@ -83,9 +83,9 @@ fn noise(seed: u64, len: usize) -> String {
 }
 
 /// What a kept session reads as: events, surface, messages.
-type Read = (Vec<Event>, Vec<Seq>, Vec<DerivedMessage>);
+pub(crate) type Read = (Vec<Event>, Vec<Seq>, Vec<DerivedMessage>);
 
-fn snapshot(store: &Store) -> BTreeMap<String, Read> {
+pub(crate) fn snapshot(store: &Store) -> BTreeMap<String, Read> {
     store
         .sessions()
         .into_iter()
@@ -102,7 +102,7 @@ fn snapshot(store: &Store) -> BTreeMap<String, Read> {
 /// The store: kept sessions, and sessions to erase that share group-commit frames (and
 /// multi-frame chains crossing segments) with kept ones, one written as one large batch,
 /// a plain one; a fork of a kept session; a later session so the erased are not the newest.
-fn fill(store: &Store) {
+pub(crate) fn fill(store: &Store) {
     for id in ["keep-a", "secret-shared", "secret-plain"] {
         store
             .create_session(SessionHeader::new(id, T as u64))
@@ -150,11 +150,11 @@ fn fill(store: &Store) {
     store.flush().unwrap();
 }
 
-const ERASED: [&str; 3] = ["secret-shared", "secret-plain", "secret-big"];
+pub(crate) const ERASED: [&str; 3] = ["secret-shared", "secret-plain", "secret-big"];
 
 /// Every file under `dir` (recursively) whose raw bytes hold `needle`, and every frame of
 /// every segment whose decompressed payload does.
-fn marker_hits(dir: &Path, needle: &[u8]) -> Vec<String> {
+pub(crate) fn marker_hits(dir: &Path, needle: &[u8]) -> Vec<String> {
     let mut hits = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -200,7 +200,7 @@ fn chains(dir: &Path) -> (usize, usize) {
 }
 
 /// Every frame's decompressed payload (stops at the first bytes that are not a frame).
-fn frames(bytes: &[u8]) -> Vec<(usize, Vec<u8>)> {
+pub(crate) fn frames(bytes: &[u8]) -> Vec<(usize, Vec<u8>)> {
     let mut out = Vec::new();
     let mut at = 32usize;
     while at + FRAME_HEADER_LEN <= bytes.len() {
@@ -223,7 +223,7 @@ fn frames(bytes: &[u8]) -> Vec<(usize, Vec<u8>)> {
 /// The index's entries but the watermark: an erase that sealed the active segment leaves
 /// the committed watermark at the start of the new, empty segment, where a rebuild puts it
 /// at the end of the last frame (the same place in the log).
-fn dump(path: &Path) -> Vec<sessionlog::index::DumpEntry> {
+pub(crate) fn dump(path: &Path) -> Vec<sessionlog::index::DumpEntry> {
     Index::open_read_only(path)
         .unwrap()
         .dump()
@@ -234,7 +234,7 @@ fn dump(path: &Path) -> Vec<sessionlog::index::DumpEntry> {
 }
 
 /// Checks that an index rebuilt from the log equals the committed one (the store is closed).
-fn assert_rebuild_equal(dir: &Path) {
+pub(crate) fn assert_rebuild_equal(dir: &Path) {
     let committed = dump(&dir.join("index.redb"));
     std::fs::remove_file(dir.join("index.redb")).unwrap();
     let store = Store::open(dir, config()).unwrap();
@@ -251,7 +251,7 @@ fn assert_rebuild_equal(dir: &Path) {
     assert_eq!(committed.len(), rebuilt.len());
 }
 
-fn assert_erased(dir: &Path) {
+pub(crate) fn assert_erased(dir: &Path) {
     let hits = marker_hits(dir, MARKER.as_bytes());
     assert!(hits.is_empty(), "the marker is still in {hits:?}");
 }
