@@ -249,7 +249,7 @@ impl Store {
                 if options.dry_run {
                     report
                         .skipped
-                        .push((n, "the active segment (sealed first by a real run)".into()));
+                        .push((n, "it is the active segment (without --dry-run it is sealed first and erased too)".into()));
                     continue;
                 }
                 return Err(GcError::EraseBlocked {
