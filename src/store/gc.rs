@@ -10,10 +10,12 @@
 //! 2. one durable index commit repoints every run of the segment to the copy's frames;
 //! 3. `N.gc` is renamed over `N.seg` and the directory fsynced.
 //!
-//! A writable open that finds an `N.gc` (a crash between 1 and 3) cannot know whether step 2
-//! committed, so it deletes `index.redb` first, then finishes the renames, and the index is
-//! rebuilt from the log (both versions of a segment give the same answers). `N.gc.tmp` files
-//! are deleted.
+//! Between 1 and 2, `segments/gc.commit` is created (and the directory fsynced): the set of
+//! copies is complete. A writable open that finds an `N.gc` (a crash between 1 and 3) cannot
+//! know whether step 2 committed, so it deletes `index.redb` first, then finishes the renames
+//! when `gc.commit` exists (else it deletes the copies: only a whole set may be installed),
+//! and the index is rebuilt from the log. `N.gc.tmp` files are deleted. Erase mode is in
+//! `erase.rs`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -580,10 +582,12 @@ fn parse_gc_name(name: &str, suffix: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// Finishes a GC a crash interrupted, before a writable open reads the index: deletes
-/// `N.gc.tmp` files; when an `N.gc` exists, deletes `index.redb` (the GC may or may not have
-/// repointed it), then renames every `N.gc` over `N.seg`, so recovery rebuilds the index
-/// from the log. Returns true when the index was deleted.
+/// Finishes a GC a crash interrupted, before a writable open reads the index (format-spec.md
+/// §11.4): deletes a leftover `index.redb.tmp` (§11.6) and `N.gc.tmp` files; when `N.gc`
+/// files exist, deletes `index.redb` (the GC may or may not have repointed it), then, when
+/// `gc.commit` says the set of copies is complete, renames every `N.gc` over `N.seg`, and
+/// otherwise deletes them (the old segments stay), so recovery rebuilds the index from the
+/// log. Returns true when the index was deleted.
 pub(super) fn finish_interrupted(
     fs: &dyn FileSystem,
     store_dir: &Path,
