@@ -94,7 +94,13 @@ pub enum Command {
     },
     /// Delete sessions (all named must exist, else nothing is deleted). A deleted parent's
     /// events stay readable through its forks; the bytes stay in the segments until `gc`.
+    /// With --erase, no byte of their events stays in the store's files (see README for what
+    /// erase does not cover).
     Delete {
+        /// Also erase their bytes now: drop their events from every segment and rewrite the
+        /// index file (refused when a fork not named reads a session's events).
+        #[arg(long)]
+        erase: bool,
         /// The sessions to delete.
         #[arg(required = true)]
         sessions: Vec<String>,
@@ -110,6 +116,11 @@ pub enum Command {
         /// Only print what a GC would free; change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Erase every deleted session no fork reads: drop its events from every segment
+        /// (whatever their live fraction) and rewrite the index file. Finishes a
+        /// `delete --erase` that was interrupted.
+        #[arg(long)]
+        erase: bool,
     },
     /// Open the store read-write, running crash recovery (cuts a torn last frame, rebuilds an
     /// index that disagrees with the log), and report what it did.
@@ -280,9 +291,9 @@ fn run(cli: Cli) -> CliResult {
         Command::Show(args) => inspect::show(&store, &args),
         Command::Verify { sessions } => verify::verify(&store, &sessions),
         Command::Du { json } => du::du(&store, json),
-        Command::Delete { sessions } => retain::delete(&store, &sessions),
+        Command::Delete { sessions, erase } => retain::delete(&store, &sessions, erase),
         Command::Retain(args) => retain::retain(&store, &args),
-        Command::Gc { dry_run } => gc::gc(&store, dry_run),
+        Command::Gc { dry_run, erase } => gc::gc(&store, dry_run, erase),
         Command::Recover { salvage } => recover(&store, salvage),
         Command::CrashWriter { threads } => {
             crash_writer(&store, threads)?;

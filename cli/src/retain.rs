@@ -36,7 +36,7 @@ pub struct RetainArgs {
 
 /// `delete SESSION...`: deletes each named session (all must exist: nothing is deleted
 /// otherwise).
-pub fn delete(store_dir: &Path, sessions: &[String]) -> CliResult {
+pub fn delete(store_dir: &Path, sessions: &[String], erase: bool) -> CliResult {
     check_is_store(store_dir)?;
     let store = Store::open(store_dir, Config::default())?;
     let missing: Vec<&String> = sessions
@@ -44,13 +44,21 @@ pub fn delete(store_dir: &Path, sessions: &[String]) -> CliResult {
         .filter(|id| store.session_info(id).is_none())
         .collect();
     if let Some(first) = missing.first() {
+        let erased_before = if erase {
+            " (a session deleted before is erased by `sessionlog gc --erase`, which erases every deleted session no fork reads)"
+        } else {
+            ""
+        };
         return Err(format!(
-            "no session \"{}\" in the store ({} of the {} named are missing); nothing was deleted: `sessionlog list` shows the ids",
+            "no session \"{}\" in the store ({} of the {} named are missing); nothing was deleted: `sessionlog list` shows the ids{erased_before}",
             human(first),
             missing.len(),
             sessions.len()
         )
         .into());
+    }
+    if erase {
+        return super::gc::erase(store, sessions);
     }
     for id in sessions {
         store.delete_session(id)?;

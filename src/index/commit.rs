@@ -30,8 +30,7 @@ impl Index {
         watermark: Watermark,
         durable: bool,
     ) -> Result<(), IndexError> {
-        let db = self.writer()?;
-        let mut txn = db.begin_write()?;
+        let mut txn = self.begin_write()?;
         txn.set_durability(if durable {
             Durability::Immediate
         } else {
@@ -168,8 +167,7 @@ impl Index {
     /// Removes every entry (used before a rebuild from the log).
     pub fn clear(&self) -> Result<(), IndexError> {
         guarded("index.redb", || {
-            let db = self.writer()?;
-            let txn = db.begin_write()?;
+            let txn = self.begin_write()?;
             txn.delete_table(META)?;
             each_data_table!(txn, delete_table);
             create_tables(&txn)?;

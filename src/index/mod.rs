@@ -43,9 +43,11 @@ mod commit;
 mod guard;
 mod open;
 mod read;
+mod rewrite;
 mod values;
 
 pub use read::DumpEntry;
+pub use rewrite::{INDEX_TMP_SUFFIX, remove_leftover as remove_leftover_rewrite};
 pub use values::*;
 
 use guard::guarded;
@@ -87,14 +89,18 @@ enum Db {
 
 /// The opened index.
 pub struct Index {
-    /// `None` only while being dropped.
-    db: Option<Db>,
+    /// `None` while being dropped, or after a failed [`Index::rewrite`] closed it. Behind a
+    /// lock so that [`Index::rewrite`] can swap in the rewritten file.
+    db: std::sync::RwLock<Option<Db>>,
+    /// The file, for an index opened read-write on disk (what [`Index::rewrite`] replaces).
+    path: Option<std::path::PathBuf>,
 }
 
 impl Drop for Index {
     fn drop(&mut self) {
         // Closing a damaged file (or one redb panicked on before) can panic inside redb.
-        if let Some(db) = self.db.take() {
+        let slot = self.db.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some(db) = slot.take() {
             let _ = guarded("index.redb", move || {
                 drop(db);
                 Ok(())

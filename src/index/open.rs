@@ -53,7 +53,9 @@ impl Index {
     pub fn open(path: &Path) -> Result<Index, IndexError> {
         guarded("index.redb", || {
             let db = Database::create(path).map_err(|e| open_error(path, e))?;
-            Index::init(db)
+            let mut index = Index::init(db)?;
+            index.path = Some(path.to_path_buf());
+            Ok(index)
         })
     }
 
@@ -65,7 +67,8 @@ impl Index {
                 .set_check_integrity_on_open(true)
                 .create(path)
                 .map_err(|e| open_error(path, e))?;
-            let index = Index::init(db)?;
+            let mut index = Index::init(db)?;
+            index.path = Some(path.to_path_buf());
             if index.load()?.format_version == Some(INDEX_FORMAT_VERSION) {
                 index.check_entries()?;
             }
@@ -124,7 +127,7 @@ impl Index {
         Ok((index, reason))
     }
 
-    fn init(db: Database) -> Result<Index, IndexError> {
+    pub(super) fn init(db: Database) -> Result<Index, IndexError> {
         // An index of another format version keeps its tables as they are (their types may
         // differ): recovery refuses it or clears it for a rebuild.
         let version = {
@@ -142,36 +145,41 @@ impl Index {
                 let txn = db.begin_read()?;
                 each_data_table!(txn, open_table);
             }
-            return Ok(Index {
-                db: Some(Db::Write(db)),
-            });
+            return Ok(Index::holding(Db::Write(db)));
         }
         let mut txn = db.begin_write()?;
         // Creating missing tables need not be durable: a lost creation is redone next open.
         txn.set_durability(Durability::None)?;
         create_tables(&txn)?;
         txn.commit()?;
-        Ok(Index {
-            db: Some(Db::Write(db)),
-        })
+        Ok(Index::holding(Db::Write(db)))
+    }
+
+    fn holding(db: Db) -> Index {
+        Index {
+            db: std::sync::RwLock::new(Some(db)),
+            path: None,
+        }
+    }
+
+    pub(super) fn db(&self) -> std::sync::RwLockReadGuard<'_, Option<Db>> {
+        self.db.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Opens an existing `index.redb` read-only (fails when a crashed writer left commits that
     /// need repair; [`Index::open_for_reading`] handles that).
     pub fn open_read_only(path: &Path) -> Result<Index, IndexError> {
         guarded("index.redb", || {
-            Ok(Index {
-                db: Some(Db::Read(
-                    ReadOnlyDatabase::open(path).map_err(|e| open_error(path, e))?,
-                )),
-            })
+            Ok(Index::holding(Db::Read(
+                ReadOnlyDatabase::open(path).map_err(|e| open_error(path, e))?,
+            )))
         })
     }
 
     /// redb's integrity check (every page checksum; repairs in place, so use it on a writable
     /// index or an in-memory copy). `Ok(false)` when redb had to repair something.
     pub fn check_integrity(&mut self) -> Result<bool, IndexError> {
-        let Some(Db::Write(db)) = &mut self.db else {
+        let Some(Db::Write(db)) = self.db.get_mut().unwrap_or_else(|p| p.into_inner()) else {
             return Err(IndexError::ReadOnly {
                 operation: "the integrity check",
             });
@@ -188,7 +196,7 @@ impl Index {
 
     /// True when the index accepts commits (a read-write file, or a copy in memory).
     pub fn is_writable(&self) -> bool {
-        matches!(self.db, Some(Db::Write(_)))
+        matches!(*self.db(), Some(Db::Write(_)))
     }
 
     /// Closes the index (a damaged file may make redb panic even while closing; that is
@@ -198,16 +206,18 @@ impl Index {
     }
 
     pub(super) fn begin_read(&self) -> Result<redb::ReadTransaction, IndexError> {
-        Ok(match &self.db {
+        Ok(match &*self.db() {
             Some(Db::Write(db)) => db.begin_read()?,
             Some(Db::Read(db)) => db.begin_read()?,
             None => return Err(IndexError::Closed),
         })
     }
 
-    pub(super) fn writer(&self) -> Result<&Database, IndexError> {
-        match &self.db {
-            Some(Db::Write(db)) => Ok(db),
+    /// A write transaction (the index must be writable).
+    pub(super) fn begin_write(&self) -> Result<redb::WriteTransaction, IndexError> {
+        match &*self.db() {
+            Some(Db::Write(db)) => Ok(db.begin_write()?),
+            None => Err(IndexError::Closed),
             _ => Err(IndexError::ReadOnly {
                 operation: "writing",
             }),

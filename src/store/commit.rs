@@ -25,6 +25,9 @@ use crate::log::Segments;
 use crate::log::frame;
 use crate::log::segment::SEGMENT_HEADER_LEN;
 
+#[path = "commit_roll.rs"]
+mod roll;
+
 /// Tunables the committer needs.
 #[derive(Debug, Clone)]
 pub(crate) struct CommitConfig {

@@ -11,10 +11,12 @@
 //! 2. one durable index commit repoints every run of the segment to the copy's frames;
 //! 3. `N.gc` is renamed over `N.seg` and the directory fsynced.
 //!
-//! A writable open that finds an `N.gc` (a crash between 1 and 3) cannot know whether step 2
-//! committed, so it deletes `index.redb` first, then finishes the renames, and the index is
-//! rebuilt from the log (both versions of a segment give the same answers). `N.gc.tmp` files
-//! are deleted.
+//! Between 1 and 2, `segments/gc.commit` is created (and the directory fsynced): the set of
+//! copies is complete. A writable open that finds an `N.gc` (a crash between 1 and 3) cannot
+//! know whether step 2 committed, so it deletes `index.redb` first, then finishes the renames
+//! when `gc.commit` exists (else it deletes the copies: only a whole set may be installed),
+//! and the index is rebuilt from the log. `N.gc.tmp` files are deleted. Erase mode is in
+//! `erase.rs`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -27,6 +29,10 @@ use crate::log::segment;
 pub const GC_SUFFIX: &str = ".gc";
 /// Suffix of a compacted copy being written.
 pub const GC_TMP_SUFFIX: &str = ".gc.tmp";
+/// The file in `segments/` whose existence commits a GC's set of copies (format-spec.md
+/// §11.4): created (and the directory fsynced) once every `N.gc` is durable, before the
+/// index is repointed; removed once every copy is installed.
+pub const GC_COMMIT_FILE: &str = "gc.commit";
 
 /// What [`Store::gc`] does.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -37,6 +43,10 @@ pub struct GcOptions {
     pub live_fraction: f64,
     /// Plan only: compute what would be freed, write nothing.
     pub dry_run: bool,
+    /// Erase mode (format-spec.md §11.6): drop every event record of every purged session
+    /// from every segment holding one, whatever its live fraction (the active segment is
+    /// sealed first), then rewrite the index file. The live-fraction threshold is not used.
+    pub erase: bool,
 }
 
 impl Default for GcOptions {
@@ -44,6 +54,7 @@ impl Default for GcOptions {
         GcOptions {
             live_fraction: GC_LIVE_FRACTION,
             dry_run: false,
+            erase: false,
         }
     }
 }
@@ -52,6 +63,12 @@ impl GcOptions {
     /// Plans only when `yes`: nothing is written.
     pub fn dry_run(mut self, yes: bool) -> Self {
         self.dry_run = yes;
+        self
+    }
+
+    /// Erase mode when `yes` (see [`GcOptions::erase`]).
+    pub fn erase(mut self, yes: bool) -> Self {
+        self.erase = yes;
         self
     }
 
@@ -82,6 +99,12 @@ pub struct GcReport {
     pub rewritten: u64,
     /// Records dropped from the compacted segments.
     pub records_dropped: u64,
+    /// The options were erase mode ([`GcOptions::erase`]).
+    pub erase: bool,
+    /// Erase mode: purged sessions whose event records were in the log (and are dropped).
+    pub sessions_erased: u64,
+    /// Erase mode: the index file was rewritten (not on a dry run).
+    pub index_rewritten: bool,
 }
 
 /// Why [`Store::gc`] failed. Nothing is lost: the old segments stay until the index points
@@ -97,6 +120,18 @@ pub enum GcError {
     /// Reading the index failed.
     #[error("reading the index for GC: {0}")]
     Index(#[from] IndexError),
+    /// Erase mode: a segment holding records to erase cannot be compacted (nothing was
+    /// written).
+    #[error(
+        "segment {segment} cannot be compacted to erase: {reason} (run `sessionlog verify`, \
+         then `sessionlog recover --salvage` if it reports damage; then `sessionlog gc --erase`)"
+    )]
+    EraseBlocked {
+        /// The segment number.
+        segment: u64,
+        /// Why.
+        reason: String,
+    },
     /// Writing a compacted segment failed; the old segment is intact (free some space and
     /// run the GC again).
     #[error("writing the compacted copy {path}: {source}")]
@@ -110,13 +145,13 @@ pub enum GcError {
 }
 
 /// A segment's compacted copy, in memory.
-struct Compacted {
-    number: u64,
-    old_len: u64,
-    bytes: Vec<u8>,
+pub(super) struct Compacted {
+    pub(super) number: u64,
+    pub(super) old_len: u64,
+    pub(super) bytes: Vec<u8>,
     /// Every kept event of a session the index holds, at its new location.
-    events: Vec<(u64, Seq, Location)>,
-    dropped: u64,
+    pub(super) events: Vec<(u64, Seq, Location)>,
+    pub(super) dropped: u64,
 }
 
 /// Where the records of sessions the index does not hold are (purged sessions).
@@ -135,7 +170,7 @@ struct Orphans {
     created_whole: HashSet<u64>,
 }
 
-fn session_of(record: &Record) -> (u64, Option<Seq>) {
+pub(super) fn session_of(record: &Record) -> (u64, Option<Seq>) {
     match record {
         Record::CreateSession { session, .. }
         | Record::ForkSession { session, .. }
@@ -186,6 +221,9 @@ impl Store {
     ) -> Result<GcReport, GcError> {
         let committer = self.committer()?.clone();
         let _one_at_a_time = self.gc_lock.lock().unwrap_or_else(|p| p.into_inner());
+        if options.erase {
+            return self.gc_erase(&committer, options, progress);
+        }
         self.checkpoint()?;
         let space = self.space(progress)?;
         let watermark = committer.watermark();
@@ -269,10 +307,25 @@ impl Store {
 
     /// Writes each copy as `N.gc` (complete and durable), then repoints the index and renames
     /// the copies over the segments.
-    fn install_copies(&self, committer: &Committer, copies: &[Compacted]) -> Result<(), GcError> {
+    pub(super) fn install_copies(
+        &self,
+        committer: &Committer,
+        copies: &[Compacted],
+    ) -> Result<(), GcError> {
         let fs = self.segments.fs().clone();
         let dir = self.segments.dir().to_path_buf();
         let mut handles: Vec<(u64, Arc<dyn StorageFile>)> = Vec::new();
+        // A commit marker a crash left after its GC finished must be gone, durably, before
+        // any copy is written (else an incomplete set would look committed).
+        let marker = dir.join(GC_COMMIT_FILE);
+        if fs.exists(&marker) {
+            fs.remove_file(&marker)
+                .and_then(|()| fs.sync_dir(&dir))
+                .map_err(|source| GcError::Io {
+                    path: marker.clone(),
+                    source,
+                })?;
+        }
         for c in copies {
             let tmp = gc_path(&dir, c.number, GC_TMP_SUFFIX);
             let done = gc_path(&dir, c.number, GC_SUFFIX);
@@ -299,6 +352,25 @@ impl Store {
             }
             handles.push((c.number, f));
         }
+        fs.sync_dir(&dir).map_err(|source| GcError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        // The commit point: every copy is durable; from here on an open installs them all.
+        let committed = (|| {
+            fs.open(&marker, OpenMode::CreateNew)?;
+            fs.sync_dir(&dir)
+        })();
+        if let Err(source) = committed {
+            let _ = fs.remove_file(&marker);
+            for c in copies {
+                let _ = fs.remove_file(&gc_path(&dir, c.number, GC_SUFFIX));
+            }
+            return Err(GcError::Io {
+                path: marker,
+                source,
+            });
+        }
         committer.exclusive(|mut batch, watermark| {
             {
                 let registry = self.registry();
@@ -321,6 +393,8 @@ impl Store {
                     &self.segments.path(*number),
                 )?;
             }
+            fs.sync_dir(&dir)?;
+            fs.remove_file(&marker)?;
             fs.sync_dir(&dir)?;
             Ok(())
         })?;
@@ -522,7 +596,7 @@ pub(super) fn collected(registry: &Registry, record: &Record) -> bool {
 }
 
 /// The path of segment `number`'s compacted copy with `suffix`.
-fn gc_path(dir: &Path, number: u64, suffix: &str) -> PathBuf {
+pub(super) fn gc_path(dir: &Path, number: u64, suffix: &str) -> PathBuf {
     dir.join(format!("{number:020}{suffix}"))
 }
 
@@ -535,10 +609,12 @@ fn parse_gc_name(name: &str, suffix: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// Finishes a GC a crash interrupted, before a writable open reads the index: deletes
-/// `N.gc.tmp` files; when an `N.gc` exists, deletes `index.redb` (the GC may or may not have
-/// repointed it), then renames every `N.gc` over `N.seg`, so recovery rebuilds the index
-/// from the log. Returns true when the index was deleted.
+/// Finishes a GC a crash interrupted, before a writable open reads the index (format-spec.md
+/// §11.4): deletes a leftover `index.redb.tmp` (§11.6) and `N.gc.tmp` files; when `N.gc`
+/// files exist, deletes `index.redb` (the GC may or may not have repointed it), then, when
+/// `gc.commit` says the set of copies is complete, renames every `N.gc` over `N.seg`, and
+/// otherwise deletes them (the old segments stay), so recovery rebuilds the index from the
+/// log. Returns true when the index was deleted.
 pub(super) fn finish_interrupted(
     fs: &dyn FileSystem,
     store_dir: &Path,
@@ -548,6 +624,8 @@ pub(super) fn finish_interrupted(
         let path = path.to_path_buf();
         move |source| OpenError::Io { path, source }
     };
+    let index = store_dir.join(INDEX_FILE);
+    crate::index::remove_leftover_rewrite(&index).map_err(io(&index))?;
     if !fs.exists(segments_dir) {
         return Ok(false);
     }
@@ -561,10 +639,15 @@ pub(super) fn finish_interrupted(
             done.push(n);
         }
     }
+    let marker = segments_dir.join(GC_COMMIT_FILE);
+    let committed = names.iter().any(|n| n == GC_COMMIT_FILE);
     if done.is_empty() {
+        if committed {
+            fs.remove_file(&marker).map_err(io(&marker))?;
+            fs.sync_dir(segments_dir).map_err(io(segments_dir))?;
+        }
         return Ok(false);
     }
-    let index = store_dir.join(INDEX_FILE);
     match std::fs::remove_file(&index) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -573,8 +656,18 @@ pub(super) fn finish_interrupted(
     fs.sync_dir(store_dir).map_err(io(store_dir))?;
     for n in done {
         let from = gc_path(segments_dir, n, GC_SUFFIX);
-        let to = segment::path(segments_dir, n);
-        fs.rename(&from, &to).map_err(io(&from))?;
+        if committed {
+            fs.rename(&from, &segment::path(segments_dir, n))
+                .map_err(io(&from))?;
+        } else {
+            // The set of copies may be incomplete (the GC had not committed): the old
+            // segments stay.
+            fs.remove_file(&from).map_err(io(&from))?;
+        }
+    }
+    if committed {
+        fs.sync_dir(segments_dir).map_err(io(segments_dir))?;
+        fs.remove_file(&marker).map_err(io(&marker))?;
     }
     fs.sync_dir(segments_dir).map_err(io(segments_dir))?;
     Ok(true)

@@ -22,6 +22,7 @@ mod append;
 mod commit;
 mod config;
 mod create;
+mod erase;
 mod follow;
 mod gc;
 mod gc_background;
@@ -40,6 +41,7 @@ mod verbatim;
 use open::open_index;
 mod verify;
 
+pub use erase::EraseError;
 pub use gc::{GcError, GcOptions, GcReport};
 pub use gc_background::{BackgroundGc, BackgroundGcStats};
 pub use retention::{Eviction, EvictionReason, Retention};

@@ -7,6 +7,32 @@ use crate::session::error::InvariantViolation;
 use crate::session::invariants::Trace;
 
 impl Store {
+    /// A watermark as the point of the log it names, `(segment, end)`: the start of a
+    /// segment with no frame covered yet (an erase sealed the segment before it, §11.6) is
+    /// the end of the segment before it (of the last one holding a frame), where an index
+    /// rebuilt from the log puts it.
+    fn log_point(&self, value: &[u8]) -> Vec<u8> {
+        let word = |i: usize| {
+            value
+                .get(i..i + 8)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map(u64::from_le_bytes)
+        };
+        let (Some(mut segment), Some(mut end), Some(last)) = (word(0), word(8), word(16)) else {
+            return value.to_vec();
+        };
+        if last == u64::MAX {
+            while end == SEGMENT_HEADER_LEN
+                && segment > 1
+                && let Ok(len) = self.segments.file(segment - 1).and_then(|f| f.len())
+            {
+                segment -= 1;
+                end = len;
+            }
+        }
+        [segment.to_le_bytes(), end.to_le_bytes()].concat()
+    }
+
     /// Reads every frame of the log and checks it (CRC, record decoding, seq contiguity, and
     /// that the index points at each event). Reports every problem found.
     pub fn verify(&self) -> Result<VerifyReport, OpenError> {
@@ -267,6 +293,7 @@ impl Store {
                         }
                         Err(_) => value.clone(),
                     },
+                    "meta" if key == b"watermark" => self.log_point(value),
                     _ => value.clone(),
                 };
                 out.insert((table.clone(), key.clone()), value);

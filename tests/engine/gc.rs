@@ -219,8 +219,25 @@ fn a_crash_at_each_step_of_a_gc_loses_nothing() {
             }),
         ),
         (
+            "copies complete and committed, index not repointed",
+            Box::new(|root: &Path| {
+                for (n, bytes) in &compacted {
+                    std::fs::write(seg(root, *n, ".gc"), bytes).unwrap();
+                }
+                std::fs::write(root.join("segments").join("gc.commit"), b"").unwrap();
+            }),
+        ),
+        (
+            "some copies written, not committed, index not repointed",
+            Box::new(|root: &Path| {
+                let (n, bytes) = &compacted[0];
+                std::fs::write(seg(root, *n, ".gc"), bytes).unwrap();
+            }),
+        ),
+        (
             "index repointed, some copies not renamed",
             Box::new(|root: &Path| {
+                std::fs::write(root.join("segments").join("gc.commit"), b"").unwrap();
                 std::fs::copy(dir.path().join("index.redb"), root.join("index.redb")).unwrap();
                 for (i, (n, bytes)) in compacted.iter().enumerate() {
                     let suffix = if i % 2 == 0 { ".gc" } else { ".seg" };

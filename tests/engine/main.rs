@@ -9,6 +9,8 @@ mod common;
 mod atomic_ops;
 mod bad_input;
 mod create_with_events;
+mod erase;
+mod erase_crash;
 mod gc;
 mod json;
 mod live_readers;

@@ -13,6 +13,7 @@ mod completions;
 mod crash_import;
 mod crash_kill;
 mod du;
+mod erase;
 mod gc;
 mod hygiene;
 mod index_damage;

@@ -1,0 +1,111 @@
+//! Sealing the active segment for an erase ([`Committer::roll_over`], format-spec.md §11.6).
+
+use super::{Active, Committer, sync_or_cut};
+use crate::error::{AppendError, WriteFailure};
+use crate::index::Watermark;
+use crate::log::segment::SEGMENT_HEADER_LEN;
+
+impl Committer {
+    /// Seals the active segment (erase, format-spec.md §11.6): as the leader, syncs it,
+    /// creates the next segment, and commits the index durably with the watermark at the new
+    /// segment's start (with the deferred entries of synced frames), so every frame written
+    /// so far lies behind the watermark in a sealed segment. Returns the new segment's number.
+    /// A failure to create the segment leaves everything as it was; a failed index commit
+    /// fails the writer like a failed append.
+    pub(crate) fn roll_over(&self) -> Result<u64, AppendError> {
+        let mut st = self.lock();
+        loop {
+            if let Some(f) = &st.failed {
+                return Err(AppendError::PreviousIo(f.clone()));
+            }
+            if !st.leader {
+                st.leader = true;
+                break;
+            }
+            st = self.cond.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        let carry = std::mem::take(&mut st.carry);
+        let carry_keys = std::mem::take(&mut st.carry_keys);
+        let mut active = st.active.take();
+        let next_segment = st.next_segment;
+        drop(st);
+        let created = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.sync_deferred_dirs()?;
+            let number = match active.as_mut() {
+                // An empty active segment (a rollover just made it): the watermark moves
+                // to its start, nothing is created.
+                Some(old) if old.len == SEGMENT_HEADER_LEN && !old.sealed => {
+                    old.verify()?;
+                    return Ok((old.number, old.file.clone()));
+                }
+                Some(old) => {
+                    old.verify()?;
+                    if old.synced_len < old.len {
+                        sync_or_cut(old)?;
+                    }
+                    next_segment.max(old.number + 1)
+                }
+                None => next_segment,
+            };
+            let file = self.segments.create(number)?;
+            Ok::<_, AppendError>((number, file))
+        }))
+        .unwrap_or_else(|_| Err(AppendError::Writer("the writer panicked".to_owned())));
+        let (number, file) = match created {
+            Ok(v) => v,
+            Err(e) => {
+                let mut st = self.lock();
+                st.leader = false;
+                st.active = active;
+                st.carry = carry;
+                st.carry_keys = carry_keys;
+                self.cond.notify_all();
+                return Err(e);
+            }
+        };
+        let watermark = Watermark {
+            segment: number,
+            end: SEGMENT_HEADER_LEN,
+            last_frame: u64::MAX,
+        };
+        let committed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.index.commit(&carry, watermark, true)
+        }))
+        .unwrap_or_else(|_| {
+            Err(crate::error::IndexError::Damaged {
+                table: "index.redb",
+                detail: "redb panicked".into(),
+            })
+        });
+        let mut st = self.lock();
+        st.leader = false;
+        st.next_segment = st.next_segment.max(number + 1);
+        st.active = Some(Active {
+            number,
+            file,
+            len: SEGMENT_HEADER_LEN,
+            last_frame: None,
+            synced_len: SEGMENT_HEADER_LEN,
+            unverified: false,
+            sealed: false,
+        });
+        let out = match committed {
+            Ok(()) => {
+                st.watermark = watermark;
+                st.index_dirty = false;
+                st.bytes_since_checkpoint = 0;
+                for key in &carry_keys {
+                    st.pending.remove(key);
+                }
+                Ok(number)
+            }
+            Err(e) => {
+                let failure = WriteFailure::from(AppendError::from(e));
+                st.failed = Some(failure.clone());
+                Err(AppendError::PreviousIo(failure))
+            }
+        };
+        self.cond.notify_all();
+        out
+    }
+}
