@@ -34,7 +34,7 @@ fn skip_string_valid(b: &[u8], pos: usize) -> usize {
 }
 
 /// End of the (already validated) value starting at `pos`.
-fn skip_value_valid(b: &[u8], pos: usize) -> usize {
+pub(super) fn skip_value_valid(b: &[u8], pos: usize) -> usize {
     match b.get(pos) {
         Some(b'"') => skip_string_valid(b, pos),
         Some(b'{' | b'[') => {

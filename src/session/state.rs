@@ -59,7 +59,9 @@ pub struct AppendPlan {
     trace: TraceTransition,
     violation: Option<InvariantViolation>,
     turn_mark: Option<TurnMark>,
-    repair: RepairScan,
+    /// The new repair scan; `None` when the event only moves its last seq and time.
+    repair: Option<RepairScan>,
+    time: i64,
 }
 
 impl AppendPlan {
@@ -234,28 +236,34 @@ impl SessionState {
         event: &Event,
         lookup: &dyn EventLookup,
     ) -> Result<AppendPlan, RuleViolation> {
-        self.plan_append_checked(event, lookup, false)
+        self.plan_append_checked(event, lookup, None)
     }
 
     /// [`SessionState::plan_append`] for a caller that already checked `event.data` with
     /// [`crate::json::validate`] (which refuses everything the lossless boundary refuses), so
     /// the text is parsed once instead of validated twice.
+    ///
+    /// `spans` are the container spans [`crate::json::validate_spans`] recorded, so that the
+    /// rules read only the members they look at.
     pub(crate) fn plan_append_prevalidated(
         &self,
         event: &Event,
         lookup: &dyn EventLookup,
+        spans: &crate::json::Spans,
     ) -> Result<AppendPlan, RuleViolation> {
-        self.plan_append_checked(event, lookup, true)
+        self.plan_append_checked(event, lookup, Some(spans))
     }
 
     fn plan_append_checked(
         &self,
         event: &Event,
         lookup: &dyn EventLookup,
-        prevalidated: bool,
+        spans: Option<&crate::json::Spans>,
     ) -> Result<AppendPlan, RuleViolation> {
-        let mode = Mode::Append { prevalidated };
-        match self.plan_core(event, &RawDefects::default(), lookup, mode) {
+        let mode = Mode::Append {
+            prevalidated: spans.is_some(),
+        };
+        match self.plan_core(event, &RawDefects::default(), lookup, mode, spans) {
             Ok(plan) => Ok(plan),
             Err(CoreError::Append(e)) => Err(e),
             Err(CoreError::Seed(_)) => Err(RuleViolation::Envelope {
@@ -275,7 +283,7 @@ impl SessionState {
         defects: &RawDefects,
         lookup: &dyn EventLookup,
     ) -> Result<AppendPlan, SeedError> {
-        match self.plan_core(event, defects, lookup, Mode::Seed { index }) {
+        match self.plan_core(event, defects, lookup, Mode::Seed { index }, None) {
             Ok(plan) => Ok(plan),
             Err(CoreError::Seed(e)) => Err(e),
             // Seed mode only produces seed errors; keep a sane mapping regardless.
@@ -291,6 +299,7 @@ impl SessionState {
         defects: &RawDefects,
         lookup: &dyn EventLookup,
         mode: Mode,
+        spans: Option<&crate::json::Spans>,
     ) -> Result<AppendPlan, CoreError> {
         let seq = event.seq;
         let kind = event.kind.as_str();
@@ -321,12 +330,12 @@ impl SessionState {
                 detail: detail.into(),
             }));
         }
-        let parsed = match mode {
-            Mode::Append { prevalidated: true } => crate::json::Doc::parse_lossless(&event.data),
-            Mode::Append {
-                prevalidated: false,
-            } => shape::parse_data_lossless(&event.data),
-            Mode::Seed { .. } => shape::parse_data_restore(&event.data),
+        let parsed = match (mode, spans) {
+            (Mode::Append { prevalidated: true }, Some(spans)) => {
+                crate::json::Doc::parse_prevalidated(&event.data, spans)
+            }
+            (Mode::Append { .. }, _) => shape::parse_data_lossless(&event.data),
+            (Mode::Seed { .. }, _) => shape::parse_data_restore(&event.data),
         };
         let doc = match parsed {
             Ok(doc) => doc,
@@ -402,8 +411,11 @@ impl SessionState {
             }));
         }
         let commit_orders = self.new_commit_orders(data, &at_index).map_err(shape_err)?;
-        let mut repair = self.repair.clone();
-        repair.observe_parsed(event, Some(data));
+        let repair = RepairScan::observes_kind(kind).then(|| {
+            let mut repair = self.repair.clone();
+            repair.observe_parsed(event, Some(data));
+            repair
+        });
         Ok(AppendPlan {
             seq,
             is_end_seed: kind == "session/end-seed",
@@ -413,6 +425,7 @@ impl SessionState {
             violation,
             turn_mark: turn_mark(event, data),
             repair,
+            time: event.time,
         })
     }
 
@@ -449,7 +462,10 @@ impl SessionState {
         }
         self.commit_orders.extend(plan.commit_orders);
         self.trace.commit(plan.trace);
-        self.repair = plan.repair;
+        match plan.repair {
+            Some(repair) => self.repair = repair,
+            None => self.repair.observe_last(plan.seq, plan.time),
+        }
         if plan.turn_mark.is_some() {
             self.last_turn_mark = plan.turn_mark;
         }
