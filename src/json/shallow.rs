@@ -60,10 +60,10 @@ impl<'a> Sink<'a> for SpanSink<'_> {
 
 /// [`crate::json::validate`] that also records where each object and array ends.
 pub(crate) fn validate_spans(text: &str, limits: &JsonLimits) -> Result<Spans, JsonError> {
-    let mut pairs = Vec::new();
+    let mut pairs = Vec::with_capacity(8);
     let mut sink = SpanSink {
         pairs: &mut pairs,
-        open: Vec::new(),
+        open: Vec::with_capacity(8),
     };
     drive(text, limits, NegativeZero::Refuse.into(), &mut sink)?;
     Ok(Spans { pairs })
@@ -138,10 +138,10 @@ pub(super) fn one_level<'t>(
     pos: usize,
 ) -> Option<Doc<'t>> {
     let b = text.as_bytes();
-    let mut nodes = Vec::new();
+    let mut nodes = Vec::with_capacity(8);
     let root = match *b.get(pos)? {
         b'{' => {
-            let mut members = Vec::new();
+            let mut members = Vec::with_capacity(8);
             let mut i = skip_ws(b, pos + 1);
             while b.get(i) == Some(&b'"') {
                 let (key_end, escaped) = skip_string(b, i);
@@ -166,7 +166,7 @@ pub(super) fn one_level<'t>(
             }
         }
         b'[' => {
-            let mut items = Vec::new();
+            let mut items = Vec::with_capacity(8);
             let mut i = skip_ws(b, pos + 1);
             while b.get(i).is_some_and(|&c| c != b']') {
                 let (node, end) = leaf(text, spans, i)?;

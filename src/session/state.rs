@@ -307,18 +307,17 @@ impl SessionState {
             Mode::Append { .. } => CoreError::Append(RuleViolation::Shape { seq, source: e }),
             Mode::Seed { .. } => CoreError::Seed(SeedError::Shape(e)),
         };
-        let (at_index, typed_subject) = match mode {
-            Mode::Append { .. } => (
-                Subject::Append { kind: kind.into() },
-                Subject::Append { kind: kind.into() },
-            ),
-            Mode::Seed { index } => (
-                Subject::SeedIndex { index },
-                Subject::SeedType {
-                    kind: kind.into(),
-                    index,
-                },
-            ),
+        // Built only when a rule needs one (an error, or a type whose rules take it).
+        let at_index = || match mode {
+            Mode::Append { .. } => Subject::Append { kind: kind.into() },
+            Mode::Seed { index } => Subject::SeedIndex { index },
+        };
+        let typed_subject = || match mode {
+            Mode::Append { .. } => Subject::Append { kind: kind.into() },
+            Mode::Seed { index } => Subject::SeedType {
+                kind: kind.into(),
+                index,
+            },
         };
         // Envelope ranges (append) / lossless + envelope (seed).
         if let Mode::Append { .. } = mode
@@ -342,11 +341,11 @@ impl SessionState {
             Err(defect) => {
                 return Err(shape_err(match mode {
                     Mode::Append { .. } => ShapeError::NonJsonData {
-                        subject: at_index,
+                        subject: at_index(),
                         detail: defect.clone(),
                     },
                     Mode::Seed { .. } => ShapeError::NotLossless {
-                        subject: at_index,
+                        subject: at_index(),
                         detail: defect.clone(),
                     },
                 }));
@@ -356,20 +355,24 @@ impl SessionState {
         if let Mode::Seed { .. } = mode {
             if kind == "request/header-delta" {
                 return Err(shape_err(ShapeError::LegacyHeaderDelta {
-                    subject: at_index,
+                    subject: at_index(),
                 }));
             }
             if defects.envelope.is_some() || shape::envelope_ranges_ok(event).is_err() {
-                return Err(shape_err(ShapeError::InvalidEnvelope { subject: at_index }));
+                return Err(shape_err(ShapeError::InvalidEnvelope {
+                    subject: at_index(),
+                }));
             }
         }
-        shape::check_llm_shape(kind, data, &typed_subject).map_err(shape_err)?;
-        shape::check_receipts_and_legacy(kind, data, &at_index).map_err(shape_err)?;
+        if shape::has_payload_rules(kind) {
+            shape::check_llm_shape(kind, data, &typed_subject()).map_err(shape_err)?;
+            shape::check_receipts_and_legacy(kind, data, &at_index()).map_err(shape_err)?;
+        }
         if let Mode::Append { .. } = mode {
             // What dsh's loader refuses or rewrites must not be stored (decisions.md).
             if kind == "mode/set" || kind == "steering/message" {
                 return Err(shape_err(ShapeError::LegacyType {
-                    subject: at_index,
+                    subject: at_index(),
                     kind: kind.into(),
                 }));
             }
@@ -377,7 +380,7 @@ impl SessionState {
                 && super::legacy::convert_event("", event, &|_| None).is_err()
             {
                 return Err(shape_err(ShapeError::MalformedTurnRecord {
-                    subject: at_index,
+                    subject: at_index(),
                     kind: kind.into(),
                 }));
             }
@@ -432,14 +435,14 @@ impl SessionState {
     fn new_commit_orders(
         &self,
         data: N<'_, '_>,
-        subject: &Subject,
+        subject: &dyn Fn() -> Subject,
     ) -> Result<Vec<u64>, ShapeError> {
         let mut fresh: Vec<u64> = Vec::new();
         for order in shape::commit_orders(data) {
             let key = shape::order_key(order);
             if self.commit_orders.contains(&key) || fresh.contains(&key) {
                 return Err(ShapeError::CommitOrderReused {
-                    subject: subject.clone(),
+                    subject: subject(),
                     order: shape::order_display(order),
                 });
             }
