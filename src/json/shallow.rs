@@ -254,7 +254,7 @@ mod tests {
                     .and_then(|b| b.get("content"))
                     .and_then(|c| c.at(0))
                     .and_then(|c| c.get("t"))
-                    .map(|t| (t.raw(), t.stringify(), t.span()))
+                    .map(|t| (t.raw().to_owned(), t.stringify(), t.span()))
             };
             assert_eq!(path(a), path(b), "{t}");
             assert_eq!(a.items().len(), b.items().len());
