@@ -82,7 +82,7 @@ impl PartialEq for JsStr<'_> {
 
 impl Eq for JsStr<'_> {}
 
-fn js_str(raw: &str, escaped: bool) -> JsStr<'_> {
+pub(super) fn js_str(raw: &str, escaped: bool) -> JsStr<'_> {
     if escaped {
         JsStr::Decoded(decode_string(raw, true))
     } else {
@@ -91,7 +91,7 @@ fn js_str(raw: &str, escaped: bool) -> JsStr<'_> {
 }
 
 #[derive(Debug, Clone)]
-enum Payload<'t> {
+pub(super) enum Payload<'t> {
     Null,
     Bool(bool),
     Num(f64),
@@ -99,19 +99,27 @@ enum Payload<'t> {
     Arr(Vec<usize>),
     /// Members in JavaScript own-property order (index keys first), duplicates merged.
     Obj(Vec<(JsStr<'t>, usize)>),
+    /// An object or array of prevalidated text not read yet ([`super::shallow`]): read one
+    /// level into `sub` the first time something looks inside.
+    Lazy {
+        array: bool,
+        sub: std::cell::OnceCell<Box<Doc<'t>>>,
+    },
 }
 
 #[derive(Debug, Clone)]
-struct NodeData<'t> {
-    start: usize,
-    end: usize,
-    payload: Payload<'t>,
+pub(super) struct NodeData<'t> {
+    pub(super) start: usize,
+    pub(super) end: usize,
+    pub(super) payload: Payload<'t>,
 }
 
 /// A parsed JSON text.
 #[derive(Debug, Clone)]
 pub(crate) struct Doc<'t> {
     text: &'t str,
+    /// Container spans of a validated text (see [`super::shallow::Spans`]); empty otherwise.
+    spans: &'t [(usize, usize)],
     nodes: Vec<NodeData<'t>>,
     root: usize,
 }
@@ -210,6 +218,7 @@ impl<'t> Doc<'t> {
         drive(text, &UNBOUNDED, numbers, &mut sink)?;
         Ok(Doc {
             text,
+            spans: &[],
             nodes: sink.nodes,
             root: sink.root,
         })
@@ -227,6 +236,28 @@ impl<'t> Doc<'t> {
         Doc::read(text, NegativeZero::Refuse.into())
     }
 
+    /// A document from its arena (see [`super::shallow`]).
+    pub(super) fn from_parts(
+        text: &'t str,
+        spans: &'t [(usize, usize)],
+        nodes: Vec<NodeData<'t>>,
+        root: usize,
+    ) -> Doc<'t> {
+        Doc {
+            text,
+            spans,
+            nodes,
+            root,
+        }
+    }
+
+    /// The root value's byte range.
+    pub(super) fn root_span(&self) -> (usize, usize) {
+        self.nodes
+            .get(self.root)
+            .map_or((0, 0), |n| (n.start, n.end))
+    }
+
     /// The root value.
     pub(crate) fn root(&self) -> N<'_, 't> {
         N {
@@ -237,12 +268,53 @@ impl<'t> Doc<'t> {
 }
 
 impl<'d, 't> N<'d, 't> {
+    /// This value with a lazy container read (its first level).
+    fn res(&self) -> N<'d, 't> {
+        let own = &self.doc.nodes[self.id];
+        if let Payload::Lazy { sub, .. } = &own.payload {
+            let doc = self.doc;
+            let sub = sub.get_or_init(|| {
+                Box::new(
+                    super::shallow::one_level(doc.text, doc.spans, own.start).unwrap_or_else(
+                        || {
+                            // Unreachable for validated text; a null keeps every accessor total.
+                            Doc::from_parts(
+                                doc.text,
+                                doc.spans,
+                                vec![NodeData {
+                                    start: own.start,
+                                    end: own.end,
+                                    payload: Payload::Null,
+                                }],
+                                0,
+                            )
+                        },
+                    ),
+                )
+            });
+            return sub.root();
+        }
+        *self
+    }
+
     fn data(&self) -> &'d NodeData<'t> {
-        &self.doc.nodes[self.id]
+        let r = self.res();
+        &r.doc.nodes[r.id]
     }
 
     fn node(&self, id: usize) -> N<'d, 't> {
-        N { doc: self.doc, id }
+        N {
+            doc: self.res().doc,
+            id,
+        }
+    }
+
+    /// The container kind of a lazy node without reading it (`Some(true)`: array).
+    fn lazy_kind(&self) -> Option<bool> {
+        match &self.doc.nodes[self.id].payload {
+            Payload::Lazy { array, .. } => Some(*array),
+            _ => None,
+        }
     }
 
     /// The exact source text of this value.
@@ -308,11 +380,17 @@ impl<'d, 't> N<'d, 't> {
 
     /// True for a non-null, non-array object.
     pub(crate) fn is_object(&self) -> bool {
+        if let Some(array) = self.lazy_kind() {
+            return !array;
+        }
         matches!(self.data().payload, Payload::Obj(_))
     }
 
     /// True for an array.
     pub(crate) fn is_array(&self) -> bool {
+        if let Some(array) = self.lazy_kind() {
+            return array;
+        }
         matches!(self.data().payload, Payload::Arr(_))
     }
 
@@ -363,13 +441,12 @@ impl<'d, 't> N<'d, 't> {
     /// `JSON.stringify` of this value (canonical JavaScript printing).
     pub(crate) fn stringify(&self) -> String {
         enum Step<'d, 't> {
-            Value(usize),
+            Value(N<'d, 't>),
             Text(&'static str),
             Key(&'d JsStr<'t>),
         }
-        let nodes = &self.doc.nodes;
         let mut out = String::new();
-        let mut stack = vec![Step::Value(self.id)];
+        let mut stack = vec![Step::Value(*self)];
         while let Some(step) = stack.pop() {
             match step {
                 Step::Text(t) => out.push_str(t),
@@ -377,17 +454,17 @@ impl<'d, 't> N<'d, 't> {
                     k.write_json(&mut out);
                     out.push(':');
                 }
-                Step::Value(id) => match &nodes[id].payload {
-                    Payload::Null => out.push_str("null"),
+                Step::Value(n) => match &n.data().payload {
+                    Payload::Null | Payload::Lazy { .. } => out.push_str("null"),
                     Payload::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-                    Payload::Num(n) if !n.is_finite() => out.push_str("null"),
-                    Payload::Num(n) => write_js_number(&mut out, *n),
+                    Payload::Num(x) if !x.is_finite() => out.push_str("null"),
+                    Payload::Num(x) => write_js_number(&mut out, *x),
                     Payload::Str(s) => s.write_json(&mut out),
                     Payload::Arr(items) => {
                         out.push('[');
                         stack.push(Step::Text("]"));
                         for (k, &child) in items.iter().enumerate().rev() {
-                            stack.push(Step::Value(child));
+                            stack.push(Step::Value(n.node(child)));
                             if k > 0 {
                                 stack.push(Step::Text(","));
                             }
@@ -397,7 +474,7 @@ impl<'d, 't> N<'d, 't> {
                         out.push('{');
                         stack.push(Step::Text("}"));
                         for (k, (key, child)) in members.iter().enumerate().rev() {
-                            stack.push(Step::Value(*child));
+                            stack.push(Step::Value(n.node(*child)));
                             stack.push(Step::Key(key));
                             if k > 0 {
                                 stack.push(Step::Text(","));
@@ -442,7 +519,7 @@ impl<'d, 't> N<'d, 't> {
     /// The value as JavaScript's `String(value)` prints it (for error messages).
     pub(crate) fn js_display(&self) -> String {
         match &self.data().payload {
-            Payload::Null => "null".into(),
+            Payload::Null | Payload::Lazy { .. } => "null".into(),
             Payload::Bool(b) => b.to_string(),
             Payload::Num(n) => js_number_to_string(*n),
             Payload::Str(s) => s.lossy(),
@@ -464,6 +541,9 @@ impl<'d, 't> N<'d, 't> {
 
     /// True for a primitive (null, boolean, number, string).
     pub(crate) fn is_primitive(&self) -> bool {
+        if self.lazy_kind().is_some() {
+            return false;
+        }
         !matches!(self.data().payload, Payload::Arr(_) | Payload::Obj(_))
     }
 }

@@ -5,7 +5,8 @@
 //! payload (not only the well-formed ones), the built-ins read `data` through these helpers.
 
 use super::parse::skip_ws;
-use super::raw::members_valid;
+use super::raw::visit_members_valid;
+use super::string::decode_string;
 use super::{JsString, JsonLimits, JsonObject, JsonValue, parse, write_js_number};
 
 /// A JavaScript value copied out of an event payload: `undefined` or a JSON value.
@@ -101,15 +102,29 @@ fn parse_pruned(text: &str, paths: &[&[&str]], depth: usize) -> Option<JsonValue
         return parse(text, &JsonLimits::default()).ok();
     }
     let mut entries = Vec::new();
-    for member in members_valid(text, start) {
+    let mut failed = false;
+    visit_members_valid(text, start, |raw_key, value| {
+        // Keys are compared as written unless escaped; only wanted members are decoded.
+        let decoded = raw_key.contains('\\').then(|| decode_string(raw_key, true));
+        let wanted = |k: &str| decoded.as_ref().map_or(raw_key == k, |d| *d == *k);
+        if !paths.iter().any(|p| p.first().is_some_and(|k| wanted(k))) {
+            return;
+        }
         let rest: Vec<&[&str]> = paths
             .iter()
-            .filter(|p| p.first().is_some_and(|k| member.key == *k))
+            .filter(|p| p.first().is_some_and(|k| wanted(k)))
             .map(|p| &p[1..])
             .collect();
-        if !rest.is_empty() {
-            entries.push((member.key, parse_pruned(member.value, &rest, depth + 1)?));
+        match parse_pruned(value, &rest, depth + 1) {
+            Some(v) => {
+                let key = decoded.unwrap_or_else(|| JsString::from(raw_key));
+                entries.push((key, v));
+            }
+            None => failed = true,
         }
+    });
+    if failed {
+        return None;
     }
     Some(JsonValue::Object(JsonObject::from_entries(entries)))
 }

@@ -196,7 +196,15 @@ impl fmt::Debug for JsonObject {
 pub(super) fn normalize_entries<K: PropertyKey, V>(mut entries: Vec<(K, V)>) -> Vec<(K, V)> {
     let n = entries.len();
     // Duplicates: the last value moves into the first occurrence's slot.
-    let mut duplicate_of: Vec<Option<usize>> = vec![None; n];
+    // No allocation for the small objects of every event.
+    let mut small = [None; 16];
+    let mut large = Vec::new();
+    let duplicate_of: &mut [Option<usize>] = if n <= small.len() {
+        &mut small[..n]
+    } else {
+        large.resize(n, None);
+        &mut large
+    };
     let mut any_duplicate = false;
     if n <= 16 {
         for i in 1..n {

@@ -123,6 +123,48 @@ impl TraceValue {
     }
 }
 
+/// `v === n` for the values that need no printing (absent, null, booleans, safe integers);
+/// `None` when it takes [`TraceValue::of`] to tell.
+fn fast_strict_eq(v: &TraceValue, n: Option<N<'_, '_>>) -> Option<bool> {
+    let Some(n) = n else {
+        return Some(matches!(v, TraceValue::Undefined));
+    };
+    if !n.is_primitive() {
+        // An object read from this event is never `===` to a value kept from another.
+        return Some(false);
+    }
+    let TraceValue::Prim { json, .. } = v else {
+        return Some(false);
+    };
+    if n.is_null() {
+        return Some(json == "null");
+    }
+    if let Some(b) = n.as_bool() {
+        return Some(json == if b { "true" } else { "false" });
+    }
+    let x = n.as_f64()?;
+    if x.fract() != 0.0 || x.abs() > crate::event::MAX_SAFE_INTEGER as f64 {
+        return None;
+    }
+    // An integer below 2^53 prints as its decimal digits (`-0` as `0`).
+    let mut buf = [0u8; 24];
+    let mut i = buf.len();
+    let mut m = x.abs() as u64;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (m % 10) as u8;
+        m /= 10;
+        if m == 0 {
+            break;
+        }
+    }
+    if x < 0.0 {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    Some(json.as_bytes() == &buf[i..])
+}
+
 /// The invariant companion's per-session trace (§6.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Trace {
@@ -152,8 +194,10 @@ impl Default for Trace {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceTransition {
     last_seq: Seq,
-    open_turn: TraceValue,
-    open_step: TraceValue,
+    /// The open turn after the event (`None`: unchanged).
+    open_turn: Option<TraceValue>,
+    /// The open step after the event (`None`: unchanged).
+    open_step: Option<TraceValue>,
     next_turn: u64,
     next_step: u64,
     pending: PendingOp,
@@ -206,8 +250,8 @@ impl Trace {
     ) -> (TraceTransition, Option<InvariantViolation>) {
         let mut t = TraceTransition {
             last_seq: event.seq,
-            open_turn: self.open_turn.clone(),
-            open_step: self.open_step.clone(),
+            open_turn: None,
+            open_step: None,
             next_turn: self.next_turn,
             next_step: self.next_step,
             pending: PendingOp::None,
@@ -270,6 +314,15 @@ impl Trace {
         }
         let open_turn = &self.open_turn;
         let open_step = &self.open_step;
+        // The hot case (a chunk or message in the open step) decided without building values.
+        if matches!(event.kind.as_str(), "assistant/chunk" | "assistant/message")
+            && fails.is_empty()
+            && let Some(d) = data.filter(|d| !d.is_null())
+            && fast_strict_eq(open_turn, d.get("turn")) == Some(true)
+            && fast_strict_eq(open_step, d.get("step")) == Some(true)
+        {
+            return Ok(());
+        }
         let require_open_step =
             |kind: &str, turn: &TraceValue, step: &TraceValue| -> Option<String> {
                 if !open_turn.strict_eq(turn) || !open_step.strict_eq(step) {
@@ -307,7 +360,7 @@ impl Trace {
                         ),
                     );
                 }
-                t.open_turn = turn;
+                t.open_turn = Some(turn);
                 t.next_step = 1;
             }
             "turn/end" => {
@@ -332,7 +385,7 @@ impl Trace {
                         ),
                     );
                 }
-                t.open_turn = TraceValue::null();
+                t.open_turn = Some(TraceValue::null());
                 t.next_turn = self.next_turn + 1;
             }
             "step/start" => {
@@ -369,7 +422,7 @@ impl Trace {
                         ),
                     );
                 }
-                t.open_step = step;
+                t.open_step = Some(step);
             }
             "step/end" => {
                 let turn = get!("turn");
@@ -378,7 +431,7 @@ impl Trace {
                     fail!(InvariantRule::StepEnd, detail);
                 }
                 t.pending = PendingOp::Clear;
-                t.open_step = TraceValue::null();
+                t.open_step = Some(TraceValue::null());
                 t.next_step = self.next_step + 1;
             }
             "assistant/chunk" | "assistant/message" => {
@@ -463,8 +516,12 @@ impl Trace {
     /// Applies a transition computed by [`Trace::check`] on this trace.
     pub fn commit(&mut self, t: TraceTransition) {
         self.last_seq = Some(t.last_seq);
-        self.open_turn = t.open_turn;
-        self.open_step = t.open_step;
+        if let Some(turn) = t.open_turn {
+            self.open_turn = turn;
+        }
+        if let Some(step) = t.open_step {
+            self.open_step = step;
+        }
         self.next_turn = t.next_turn;
         self.next_step = t.next_step;
         match t.pending {

@@ -75,6 +75,26 @@ impl RepairScan {
         self.observe_parsed(event, doc.as_ref().map(|d| d.root()));
     }
 
+    /// True when observing an event of `kind` changes more than the last seq and time (so a
+    /// plan must carry a whole new scan, see [`RepairScan::observe_last`]).
+    pub(crate) fn observes_kind(kind: &str) -> bool {
+        matches!(
+            kind,
+            "turn/start"
+                | "turn/end"
+                | "step/start"
+                | "step/end"
+                | "assistant/message"
+                | "tool/call"
+                | "tool/result"
+        )
+    }
+
+    /// What [`RepairScan::observe`] does for a kind [`RepairScan::observes_kind`] refuses.
+    pub(crate) fn observe_last(&mut self, seq: Seq, time: i64) {
+        self.last = Some((seq, time));
+    }
+
     /// [`RepairScan::observe`] with `data` already parsed.
     pub(crate) fn observe_parsed(&mut self, event: &Event, data: Option<N<'_, '_>>) {
         self.last = Some((event.seq, event.time));

@@ -352,6 +352,20 @@ pub(crate) fn order_display(order: f64) -> String {
     js_number_to_string(order)
 }
 
+/// True for the types [`check_llm_shape`] or [`check_receipts_and_legacy`] check (for
+/// every other type both accept anything).
+pub(crate) fn has_payload_rules(kind: &str) -> bool {
+    matches!(
+        kind,
+        "request/header"
+            | "request/header-delta"
+            | "user/message"
+            | "assistant/message"
+            | "tool/result"
+            | "tool/code-dispatch"
+    )
+}
+
 /// The full shape rules dsh applies at load (request header + message shape), used by the
 /// engine on append too (decisions.md: append validates at least as strictly as load).
 pub(crate) fn check_llm_shape(

@@ -59,7 +59,9 @@ pub struct AppendPlan {
     trace: TraceTransition,
     violation: Option<InvariantViolation>,
     turn_mark: Option<TurnMark>,
-    repair: RepairScan,
+    /// The new repair scan; `None` when the event only moves its last seq and time.
+    repair: Option<RepairScan>,
+    time: i64,
 }
 
 impl AppendPlan {
@@ -234,28 +236,34 @@ impl SessionState {
         event: &Event,
         lookup: &dyn EventLookup,
     ) -> Result<AppendPlan, RuleViolation> {
-        self.plan_append_checked(event, lookup, false)
+        self.plan_append_checked(event, lookup, None)
     }
 
     /// [`SessionState::plan_append`] for a caller that already checked `event.data` with
     /// [`crate::json::validate`] (which refuses everything the lossless boundary refuses), so
     /// the text is parsed once instead of validated twice.
+    ///
+    /// `spans` are the container spans [`crate::json::validate_spans`] recorded, so that the
+    /// rules read only the members they look at.
     pub(crate) fn plan_append_prevalidated(
         &self,
         event: &Event,
         lookup: &dyn EventLookup,
+        spans: &crate::json::Spans,
     ) -> Result<AppendPlan, RuleViolation> {
-        self.plan_append_checked(event, lookup, true)
+        self.plan_append_checked(event, lookup, Some(spans))
     }
 
     fn plan_append_checked(
         &self,
         event: &Event,
         lookup: &dyn EventLookup,
-        prevalidated: bool,
+        spans: Option<&crate::json::Spans>,
     ) -> Result<AppendPlan, RuleViolation> {
-        let mode = Mode::Append { prevalidated };
-        match self.plan_core(event, &RawDefects::default(), lookup, mode) {
+        let mode = Mode::Append {
+            prevalidated: spans.is_some(),
+        };
+        match self.plan_core(event, &RawDefects::default(), lookup, mode, spans) {
             Ok(plan) => Ok(plan),
             Err(CoreError::Append(e)) => Err(e),
             Err(CoreError::Seed(_)) => Err(RuleViolation::Envelope {
@@ -275,7 +283,7 @@ impl SessionState {
         defects: &RawDefects,
         lookup: &dyn EventLookup,
     ) -> Result<AppendPlan, SeedError> {
-        match self.plan_core(event, defects, lookup, Mode::Seed { index }) {
+        match self.plan_core(event, defects, lookup, Mode::Seed { index }, None) {
             Ok(plan) => Ok(plan),
             Err(CoreError::Seed(e)) => Err(e),
             // Seed mode only produces seed errors; keep a sane mapping regardless.
@@ -291,6 +299,7 @@ impl SessionState {
         defects: &RawDefects,
         lookup: &dyn EventLookup,
         mode: Mode,
+        spans: Option<&crate::json::Spans>,
     ) -> Result<AppendPlan, CoreError> {
         let seq = event.seq;
         let kind = event.kind.as_str();
@@ -298,18 +307,17 @@ impl SessionState {
             Mode::Append { .. } => CoreError::Append(RuleViolation::Shape { seq, source: e }),
             Mode::Seed { .. } => CoreError::Seed(SeedError::Shape(e)),
         };
-        let (at_index, typed_subject) = match mode {
-            Mode::Append { .. } => (
-                Subject::Append { kind: kind.into() },
-                Subject::Append { kind: kind.into() },
-            ),
-            Mode::Seed { index } => (
-                Subject::SeedIndex { index },
-                Subject::SeedType {
-                    kind: kind.into(),
-                    index,
-                },
-            ),
+        // Built only when a rule needs one (an error, or a type whose rules take it).
+        let at_index = || match mode {
+            Mode::Append { .. } => Subject::Append { kind: kind.into() },
+            Mode::Seed { index } => Subject::SeedIndex { index },
+        };
+        let typed_subject = || match mode {
+            Mode::Append { .. } => Subject::Append { kind: kind.into() },
+            Mode::Seed { index } => Subject::SeedType {
+                kind: kind.into(),
+                index,
+            },
         };
         // Envelope ranges (append) / lossless + envelope (seed).
         if let Mode::Append { .. } = mode
@@ -321,23 +329,23 @@ impl SessionState {
                 detail: detail.into(),
             }));
         }
-        let parsed = match mode {
-            Mode::Append { prevalidated: true } => crate::json::Doc::parse_lossless(&event.data),
-            Mode::Append {
-                prevalidated: false,
-            } => shape::parse_data_lossless(&event.data),
-            Mode::Seed { .. } => shape::parse_data_restore(&event.data),
+        let parsed = match (mode, spans) {
+            (Mode::Append { prevalidated: true }, Some(spans)) => {
+                crate::json::Doc::parse_prevalidated(&event.data, spans)
+            }
+            (Mode::Append { .. }, _) => shape::parse_data_lossless(&event.data),
+            (Mode::Seed { .. }, _) => shape::parse_data_restore(&event.data),
         };
         let doc = match parsed {
             Ok(doc) => doc,
             Err(defect) => {
                 return Err(shape_err(match mode {
                     Mode::Append { .. } => ShapeError::NonJsonData {
-                        subject: at_index,
+                        subject: at_index(),
                         detail: defect.clone(),
                     },
                     Mode::Seed { .. } => ShapeError::NotLossless {
-                        subject: at_index,
+                        subject: at_index(),
                         detail: defect.clone(),
                     },
                 }));
@@ -347,20 +355,24 @@ impl SessionState {
         if let Mode::Seed { .. } = mode {
             if kind == "request/header-delta" {
                 return Err(shape_err(ShapeError::LegacyHeaderDelta {
-                    subject: at_index,
+                    subject: at_index(),
                 }));
             }
             if defects.envelope.is_some() || shape::envelope_ranges_ok(event).is_err() {
-                return Err(shape_err(ShapeError::InvalidEnvelope { subject: at_index }));
+                return Err(shape_err(ShapeError::InvalidEnvelope {
+                    subject: at_index(),
+                }));
             }
         }
-        shape::check_llm_shape(kind, data, &typed_subject).map_err(shape_err)?;
-        shape::check_receipts_and_legacy(kind, data, &at_index).map_err(shape_err)?;
+        if shape::has_payload_rules(kind) {
+            shape::check_llm_shape(kind, data, &typed_subject()).map_err(shape_err)?;
+            shape::check_receipts_and_legacy(kind, data, &at_index()).map_err(shape_err)?;
+        }
         if let Mode::Append { .. } = mode {
             // What dsh's loader refuses or rewrites must not be stored (decisions.md).
             if kind == "mode/set" || kind == "steering/message" {
                 return Err(shape_err(ShapeError::LegacyType {
-                    subject: at_index,
+                    subject: at_index(),
                     kind: kind.into(),
                 }));
             }
@@ -368,7 +380,7 @@ impl SessionState {
                 && super::legacy::convert_event("", event, &|_| None).is_err()
             {
                 return Err(shape_err(ShapeError::MalformedTurnRecord {
-                    subject: at_index,
+                    subject: at_index(),
                     kind: kind.into(),
                 }));
             }
@@ -402,8 +414,11 @@ impl SessionState {
             }));
         }
         let commit_orders = self.new_commit_orders(data, &at_index).map_err(shape_err)?;
-        let mut repair = self.repair.clone();
-        repair.observe_parsed(event, Some(data));
+        let repair = RepairScan::observes_kind(kind).then(|| {
+            let mut repair = self.repair.clone();
+            repair.observe_parsed(event, Some(data));
+            repair
+        });
         Ok(AppendPlan {
             seq,
             is_end_seed: kind == "session/end-seed",
@@ -413,20 +428,21 @@ impl SessionState {
             violation,
             turn_mark: turn_mark(event, data),
             repair,
+            time: event.time,
         })
     }
 
     fn new_commit_orders(
         &self,
         data: N<'_, '_>,
-        subject: &Subject,
+        subject: &dyn Fn() -> Subject,
     ) -> Result<Vec<u64>, ShapeError> {
         let mut fresh: Vec<u64> = Vec::new();
         for order in shape::commit_orders(data) {
             let key = shape::order_key(order);
             if self.commit_orders.contains(&key) || fresh.contains(&key) {
                 return Err(ShapeError::CommitOrderReused {
-                    subject: subject.clone(),
+                    subject: subject(),
                     order: shape::order_display(order),
                 });
             }
@@ -449,7 +465,10 @@ impl SessionState {
         }
         self.commit_orders.extend(plan.commit_orders);
         self.trace.commit(plan.trace);
-        self.repair = plan.repair;
+        match plan.repair {
+            Some(repair) => self.repair = repair,
+            None => self.repair.observe_last(plan.seq, plan.time),
+        }
         if plan.turn_mark.is_some() {
             self.last_turn_mark = plan.turn_mark;
         }

@@ -66,11 +66,11 @@ impl Store {
         for event in events {
             let state = scratch.as_mut().unwrap_or(&mut *real);
             let expected = state.next_seq();
-            self.validate_event(session, &event, expected)?;
+            let spans = self.validate_event(session, &event, expected)?;
             let lookup = StoreLookup::new(self, number, &planned);
             // `validate_event` ran the lossless-JSON check with the store's limits.
             let plan = state
-                .plan_append_prevalidated(&event, &lookup)
+                .plan_append_prevalidated(&event, &lookup, &spans)
                 .map_err(|e| semantics(expected, e))?;
             if !batched {
                 // A single event: encode before applying, so an encoding error changes nothing.
@@ -445,7 +445,7 @@ impl Store {
         session: &str,
         event: &Event,
         expected: Seq,
-    ) -> Result<(), AppendError> {
+    ) -> Result<json::Spans, AppendError> {
         let envelope = |reason: String| AppendError::Envelope {
             session: session.to_owned(),
             kind: event.kind.clone(),
@@ -474,11 +474,13 @@ impl Store {
                 limit: self.config.max_event_bytes,
             });
         }
-        json::validate(&event.data, &self.config.json_limits).map_err(|e| AppendError::BadData {
-            session: session.to_owned(),
-            kind: event.kind.clone(),
-            seq: expected,
-            reason: e,
+        json::validate_spans(&event.data, &self.config.json_limits).map_err(|e| {
+            AppendError::BadData {
+                session: session.to_owned(),
+                kind: event.kind.clone(),
+                seq: expected,
+                reason: e,
+            }
         })
     }
 }

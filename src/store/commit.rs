@@ -13,7 +13,6 @@
 //! [`AppendError::PreviousIo`] until the store is reopened (the fsync-gate lesson: a failed
 //! fsync may have dropped dirty pages, so retrying could acknowledge lost data).
 
-use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -204,9 +203,9 @@ struct State {
     /// Segment numbers in use (the next segment is `last + 1`).
     next_segment: u64,
     /// Events staged but not yet in the index, for reads.
-    pending: HashMap<(u64, Seq), Arc<Event>>,
+    pending: super::numhash::NumMap<(u64, Seq), Arc<Event>>,
     /// Latest staged row per dirty session.
-    dirty: HashMap<u64, SessionRow>,
+    dirty: super::numhash::NumMap<u64, SessionRow>,
     watermark: Watermark,
     bytes_since_checkpoint: u64,
     /// A non-durable index commit happened since the last durable one.
@@ -297,8 +296,8 @@ impl Committer {
                 failed: None,
                 active,
                 next_segment,
-                pending: HashMap::new(),
-                dirty: HashMap::new(),
+                pending: Default::default(),
+                dirty: Default::default(),
                 watermark,
                 bytes_since_checkpoint: 0,
                 index_dirty: false,

@@ -118,10 +118,10 @@ impl Store {
         let mut planned: Vec<Event> = Vec::with_capacity(events.len());
         for event in events {
             let expected = state.next_seq();
-            self.validate_event(&id, &event, expected)?;
+            let spans = self.validate_event(&id, &event, expected)?;
             // `validate_event` ran the lossless-JSON check with the store's limits.
             let plan = state
-                .plan_append_prevalidated(&event, &planned)
+                .plan_append_prevalidated(&event, &planned, &spans)
                 .map_err(|e| semantics(expected, e))?;
             state
                 .apply(plan)

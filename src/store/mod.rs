@@ -30,6 +30,7 @@ mod gc_background;
 mod internals;
 mod live;
 mod lock;
+mod numhash;
 mod open;
 mod read;
 pub mod recovery;
