@@ -505,7 +505,13 @@ impl Store {
             };
             // Frames of an operation that spans frames are copied whole, so the chain of
             // continued frames (which may cross segments) stays as it was.
-            let whole = header.continued() || header.continuation();
+            // A frame none of whose records is dropped is copied byte for byte too (no
+            // recompression; its record offsets stay).
+            let whole = header.continued()
+                || header.continuation()
+                || records
+                    .iter()
+                    .all(|(_, r)| !droppable.contains(&session_of(r).0));
             let mut kept = Vec::new();
             let mut kept_events: Vec<(u64, Seq, u32)> = Vec::new();
             for (k, (roff, record)) in records.iter().enumerate() {
