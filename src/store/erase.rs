@@ -12,8 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use super::commit::Stage;
 use super::gc::{Compacted, GcError, GcOptions, GcReport, session_of};
 use super::*;
-use crate::log::frame::{self, FLAG_CONTINUATION, FLAG_CONTINUED, FRAME_HEADER_LEN, FrameHeader};
-use crate::log::segment;
+use crate::log::frame::{FLAG_CONTINUATION, FLAG_CONTINUED, FRAME_HEADER_LEN};
 
 /// Why [`Store::erase`] did not erase. Nothing was written unless the variant says so.
 #[derive(Debug, thiserror::Error)]
@@ -77,18 +76,35 @@ fn erased(record: &Record, purged: &HashSet<u64>, keep_meta: &HashSet<u64>) -> b
 
 /// The kept frames of a chain of continued frames being rewritten, for the flag fix.
 #[derive(Default)]
-struct Chain {
+pub(super) struct Chain {
     /// Kept frames so far: (segment, offset in its copy).
-    kept: Vec<(u64, u64)>,
+    pub(super) kept: Vec<(u64, u64)>,
     /// The chain began in a segment this erase does not rewrite (its frames there are kept).
     outside_before: bool,
 }
 
+/// What [`Store::compact_segment`] needs to rewrite chains of continued frames (erase): the
+/// chain carried from the previous segment, whether the next segment is rewritten too, and
+/// the flag patches of the chains that ended ((segment, offset in the copy, flag bits 1-2)).
+pub(super) struct ChainRewrite<'a> {
+    pub(super) chain: &'a mut Option<Chain>,
+    pub(super) next_rewritten: bool,
+    pub(super) patches: &'a mut Vec<(u64, u64, u8)>,
+}
+
 impl Chain {
+    /// A chain whose first frames are in a segment this erase does not rewrite.
+    pub(super) fn begun_outside() -> Chain {
+        Chain {
+            kept: Vec::new(),
+            outside_before: true,
+        }
+    }
+
     /// The chain ended (`outside_after`: it continues in a segment not rewritten): the first
     /// kept frame has no CONTINUATION bit (unless one is kept before it elsewhere), the last
     /// no CONTINUED bit (unless one follows elsewhere). Returns the flag patches.
-    fn finish(self, outside_after: bool, patches: &mut Vec<(u64, u64, u8)>) {
+    pub(super) fn finish(self, outside_after: bool, patches: &mut Vec<(u64, u64, u8)>) {
         let n = self.kept.len();
         for (i, (segment, offset)) in self.kept.into_iter().enumerate() {
             let mut set = 0u8;
@@ -263,7 +279,13 @@ impl Store {
                 c.finish(true, &mut patches);
             }
             let next_rewritten = plan.segments.contains(&(n + 1)) && n + 1 < watermark.segment;
-            match self.compact_erase(n, &known, &plan, &mut chain, next_rewritten, &mut patches)? {
+            let chains = ChainRewrite {
+                chain: &mut chain,
+                next_rewritten,
+                patches: &mut patches,
+            };
+            let drop = |r: &Record| erased(r, &plan.purged, &plan.keep_meta);
+            match self.compact_segment(n, &known, &drop, Some(chains))? {
                 Ok(c) => copies.push(c),
                 Err(reason) => {
                     return Err(GcError::EraseBlocked { segment: n, reason });
@@ -379,154 +401,6 @@ impl Store {
             purged,
             keep_meta,
         })
-    }
-
-    /// Segment `number` without the records an erase drops; frames of continued chains are
-    /// rewritten too (`chain` carries a chain across segments; the flags of its kept frames
-    /// are fixed once it ends, as `patches`: (segment, offset in the copy, flag bits 1-2)).
-    fn compact_erase(
-        &self,
-        number: u64,
-        known: &HashSet<u64>,
-        plan: &ErasePlan,
-        chain: &mut Option<Chain>,
-        next_rewritten: bool,
-        patches: &mut Vec<(u64, u64, u8)>,
-    ) -> Result<Result<Compacted, String>, GcError> {
-        let path = self.segments.path(number);
-        let io_err = |source| GcError::Io {
-            path: path.clone(),
-            source,
-        };
-        let file = self.segments.file(number).map_err(io_err)?;
-        let len = file.len().map_err(io_err)?;
-        let mut buf = vec![0u8; len as usize];
-        file.read_exact_at(&mut buf, 0).map_err(io_err)?;
-        let mut out = segment::encode_header_version(number, segment::COMPACTED_VERSION).to_vec();
-        let mut events = Vec::new();
-        let mut dropped = 0u64;
-        let mut encoder = frame::Encoder::new(self.config.zstd_level);
-        let mut checked: HashMap<u64, Run> = HashMap::new();
-        let mut offset = SEGMENT_HEADER_LEN;
-        while offset < len {
-            let damaged = |what: String| Ok(Err(format!("frame at offset {offset}: {what}")));
-            let Some(hb) = buf.get(offset as usize..offset as usize + FRAME_HEADER_LEN) else {
-                return damaged("truncated header".into());
-            };
-            let mut hb16 = [0u8; FRAME_HEADER_LEN];
-            hb16.copy_from_slice(hb);
-            let header = match FrameHeader::parse(&hb16, &self.limits) {
-                Ok(h) => h,
-                Err(e) => return damaged(e.to_string()),
-            };
-            let end = offset + header.frame_len();
-            let Some(bytes) = buf.get(offset as usize..end as usize) else {
-                return damaged("truncated frame".into());
-            };
-            let payload = match frame::decode_payload(&header, &bytes[8..]) {
-                Ok(p) => p,
-                Err(e) => return damaged(e.to_string()),
-            };
-            let records = match Record::decode_all(&payload) {
-                Ok(r) => r,
-                Err(e) => return damaged(e.to_string()),
-            };
-            if header.continuation() && chain.is_none() {
-                // The chain began in a segment this erase does not rewrite.
-                *chain = Some(Chain {
-                    kept: Vec::new(),
-                    outside_before: true,
-                });
-            }
-            let chained = header.continued() || header.continuation();
-            let mut kept = Vec::new();
-            let mut kept_events: Vec<(u64, Seq, u32)> = Vec::new();
-            let mut frame_dropped = 0u64;
-            for (k, (roff, record)) in records.iter().enumerate() {
-                let rend = records
-                    .get(k + 1)
-                    .map_or(payload.len(), |(o, _)| *o as usize);
-                if erased(record, &plan.purged, &plan.keep_meta) {
-                    frame_dropped += 1;
-                    continue;
-                }
-                let (session, seq) = session_of(record);
-                let new_roff = kept.len() as u32;
-                kept.extend_from_slice(&payload[*roff as usize..rend]);
-                if let (Some(seq), true) = (seq, known.contains(&session)) {
-                    let located = match checked.get(&session) {
-                        Some(r) if r.location.frame_offset == offset && seq < r.end() => true,
-                        _ => match self.index.run(session, seq)? {
-                            Some(r)
-                                if r.location.segment == number
-                                    && r.location.frame_offset == offset
-                                    && seq < r.end() =>
-                            {
-                                checked.insert(session, r);
-                                true
-                            }
-                            _ => false,
-                        },
-                    };
-                    if !located {
-                        return Ok(Err(format!(
-                            "event seq {seq} of session number {session} at offset {offset} is \
-                             not where the index locates it"
-                        )));
-                    }
-                    kept_events.push((session, seq, new_roff));
-                }
-            }
-            dropped += frame_dropped;
-            let new_offset = out.len() as u64;
-            let new_len = if frame_dropped == 0 {
-                // Nothing dropped: the frame as it was (its record offsets too).
-                out.extend_from_slice(bytes);
-                header.frame_len()
-            } else if kept.is_empty() {
-                0
-            } else {
-                let flags = header.flags & (FLAG_CONTINUED | FLAG_CONTINUATION);
-                let encoded = encoder.encode(&kept, self.config.compress_threshold, flags);
-                let l = encoded.len() as u64;
-                out.extend_from_slice(&encoded);
-                l
-            };
-            if chained {
-                let c = chain.get_or_insert_with(Chain::default);
-                if new_len > 0 {
-                    c.kept.push((number, new_offset));
-                }
-            }
-            if !header.continued()
-                && let Some(c) = chain.take()
-            {
-                c.finish(false, patches);
-            }
-            for (session, seq, record_offset) in kept_events {
-                events.push((
-                    session,
-                    seq,
-                    Location {
-                        segment: number,
-                        frame_offset: new_offset,
-                        frame_len: new_len as u32,
-                        record_offset,
-                    },
-                ));
-            }
-            offset = end;
-        }
-        if !next_rewritten && let Some(c) = chain.take() {
-            c.finish(true, patches);
-        }
-        Ok(Ok(Compacted {
-            number,
-            old_len: len,
-            bytes: out,
-            events,
-            dropped,
-        }))
     }
 }
 

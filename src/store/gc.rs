@@ -20,9 +20,10 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use super::erase::{Chain, ChainRewrite};
 use super::*;
 use crate::fs::{FileSystem, OpenMode, StorageFile};
-use crate::log::frame::{self, FRAME_HEADER_LEN, FrameHeader};
+use crate::log::frame::{self, FLAG_CONTINUATION, FLAG_CONTINUED, FRAME_HEADER_LEN, FrameHeader};
 use crate::log::segment;
 
 /// Suffix of a complete compacted copy of a segment, waiting to replace it.
@@ -283,7 +284,12 @@ impl Store {
 
         let mut copies = Vec::new();
         for &number in &collect {
-            match self.compact(number, &known, &droppable)? {
+            match self.compact_segment(
+                number,
+                &known,
+                &|r| droppable.contains(&session_of(r).0),
+                None,
+            )? {
                 Ok(c) if (c.bytes.len() as u64) < c.old_len => copies.push(c),
                 Ok(_) => report
                     .skipped
@@ -457,12 +463,18 @@ impl Store {
         Ok(orphans)
     }
 
-    /// The compacted copy of segment `number`, or why it cannot be compacted.
-    fn compact(
+    /// The compacted copy of segment `number`, or why it cannot be compacted: every record
+    /// `drop` names is dropped, the other records keep their order and bytes. A frame that
+    /// loses no record is copied byte for byte; another becomes one frame of its kept records
+    /// (or none). Frames of an operation that spans frames are copied whole unless `chains`
+    /// is given (erase): then they are rewritten too, and the flags of each chain's kept
+    /// frames are fixed when it ends (format-spec.md §11.6).
+    pub(super) fn compact_segment(
         &self,
         number: u64,
         known: &HashSet<u64>,
-        droppable: &HashSet<u64>,
+        drop: &dyn Fn(&Record) -> bool,
+        mut chains: Option<ChainRewrite<'_>>,
     ) -> Result<Result<Compacted, String>, GcError> {
         let path = self.segments.path(number);
         let io_err = |source| GcError::Io {
@@ -503,31 +515,30 @@ impl Store {
                 Ok(r) => r,
                 Err(e) => return damaged(e.to_string()),
             };
-            // Frames of an operation that spans frames are copied whole, so the chain of
-            // continued frames (which may cross segments) stays as it was.
-            // A frame none of whose records is dropped is copied byte for byte too (no
-            // recompression; its record offsets stay).
-            let whole = header.continued()
-                || header.continuation()
-                || records
-                    .iter()
-                    .all(|(_, r)| !droppable.contains(&session_of(r).0));
+            let chained = header.continued() || header.continuation();
+            if let Some(c) = chains.as_mut()
+                && header.continuation()
+                && c.chain.is_none()
+            {
+                // The chain began in a segment this GC does not rewrite.
+                *c.chain = Some(Chain::begun_outside());
+            }
+            let frozen = chained && chains.is_none();
             let mut kept = Vec::new();
-            let mut kept_events: Vec<(u64, Seq, u32)> = Vec::new();
+            // (session, seq, record offset in the old frame, in the new one)
+            let mut kept_events: Vec<(u64, Seq, u32, u32)> = Vec::new();
+            let mut frame_dropped = 0u64;
             for (k, (roff, record)) in records.iter().enumerate() {
                 let rend = records
                     .get(k + 1)
                     .map_or(payload.len(), |(o, _)| *o as usize);
-                let (session, seq) = session_of(record);
-                let keep = whole || !droppable.contains(&session);
-                if !keep {
-                    dropped += 1;
+                if !frozen && drop(record) {
+                    frame_dropped += 1;
                     continue;
                 }
-                let new_roff = if whole { *roff } else { kept.len() as u32 };
-                if !whole {
-                    kept.extend_from_slice(&payload[*roff as usize..rend]);
-                }
+                let (session, seq) = session_of(record);
+                let new_roff = kept.len() as u32;
+                kept.extend_from_slice(&payload[*roff as usize..rend]);
                 if let (Some(seq), true) = (seq, known.contains(&session)) {
                     let located = match checked.get(&session) {
                         Some(r) if r.location.frame_offset == offset && seq < r.end() => true,
@@ -549,22 +560,37 @@ impl Store {
                              not where the index locates it (run `sessionlog verify`)"
                         )));
                     }
-                    kept_events.push((session, seq, new_roff));
+                    kept_events.push((session, seq, *roff, new_roff));
                 }
             }
+            dropped += frame_dropped;
             let new_offset = out.len() as u64;
-            let new_len = if whole {
+            let new_len = if frame_dropped == 0 {
                 out.extend_from_slice(bytes);
                 header.frame_len()
             } else if kept.is_empty() {
                 0
             } else {
-                let encoded = encoder.encode(&kept, self.config.compress_threshold, 0);
+                let flags = header.flags & (FLAG_CONTINUED | FLAG_CONTINUATION);
+                let encoded = encoder.encode(&kept, self.config.compress_threshold, flags);
                 let l = encoded.len() as u64;
                 out.extend_from_slice(&encoded);
                 l
             };
-            for (session, seq, record_offset) in kept_events {
+            if let Some(c) = chains.as_mut() {
+                if chained && new_len > 0 {
+                    c.chain
+                        .get_or_insert_with(Chain::default)
+                        .kept
+                        .push((number, new_offset));
+                }
+                if !header.continued()
+                    && let Some(ended) = c.chain.take()
+                {
+                    ended.finish(false, c.patches);
+                }
+            }
+            for (session, seq, old_roff, new_roff) in kept_events {
                 events.push((
                     session,
                     seq,
@@ -572,11 +598,21 @@ impl Store {
                         segment: number,
                         frame_offset: new_offset,
                         frame_len: new_len as u32,
-                        record_offset,
+                        record_offset: if frame_dropped == 0 {
+                            old_roff
+                        } else {
+                            new_roff
+                        },
                     },
                 ));
             }
             offset = end;
+        }
+        if let Some(c) = chains
+            && !c.next_rewritten
+            && let Some(ended) = c.chain.take()
+        {
+            ended.finish(true, c.patches);
         }
         Ok(Ok(Compacted {
             number,
