@@ -182,6 +182,46 @@ pub(super) fn session_of(record: &Record) -> (u64, Option<Seq>) {
 }
 
 impl Orphans {
+    /// Notes the records of sessions not in `known` in one scanned frame (`records`: `None`
+    /// when they do not decode); `in_chain`: the previous frame continues into this one.
+    fn visit(
+        &mut self,
+        frame: &scan::ScannedFrame,
+        records: Option<&[(u32, Record)]>,
+        known: &HashSet<u64>,
+        in_chain: &mut bool,
+    ) {
+        // Frames of an operation that spans frames are copied whole.
+        let whole = *in_chain || frame.continued;
+        *in_chain = frame.continued;
+        let Some(records) = records else {
+            return;
+        };
+        for (_, record) in records {
+            let (session, _) = session_of(record);
+            self.top = self.top.max(session);
+            if known.contains(&session) {
+                continue;
+            }
+            self.segments
+                .entry(session)
+                .or_default()
+                .insert(frame.position.segment);
+            if matches!(
+                record,
+                Record::CreateSession { .. } | Record::ForkSession { .. }
+            ) {
+                self.created_in.insert(session, frame.position.segment);
+                if whole {
+                    self.created_whole.insert(session);
+                }
+            }
+            if let Record::ForkSession { parent, .. } = record {
+                self.parent.insert(session, *parent);
+            }
+        }
+    }
+
     /// The purged sessions whose records the GC drops from the segments in `collect`: those
     /// whose creation (or fork) record is in `collect` or already gone, so what remains of
     /// them elsewhere follows a compacted segment and a rebuild ignores it (§11.3). The
@@ -226,7 +266,13 @@ impl Store {
             return self.gc_erase(&committer, options, progress);
         }
         self.checkpoint()?;
-        let space = self.space(progress)?;
+        // One scan of the log: the space figures, and where purged sessions' records are.
+        let known: HashSet<u64> = self.registry().rows().map(|r| r.number).collect();
+        let mut orphans = Orphans::default();
+        let mut in_chain = false;
+        let space = self.space_with(progress, &mut |frame, records| {
+            orphans.visit(frame, records, &known, &mut in_chain);
+        })?;
         let watermark = committer.watermark();
         let mut report = GcReport {
             dry_run: options.dry_run,
@@ -259,8 +305,6 @@ impl Store {
             report.size_after = report.size_before;
             return Ok(report);
         }
-        let known: HashSet<u64> = self.registry().rows().map(|r| r.number).collect();
-        let orphans = self.orphans(&known)?;
         // A purged session's records can be dropped only with its creation record (a rebuild
         // then ignores what remains of it): the segment holding the creation of a purged
         // session a candidate holds records of is collected too.
@@ -405,62 +449,6 @@ impl Store {
             Ok(())
         })?;
         Ok(())
-    }
-
-    /// Scans the whole log for the records of sessions the index does not hold.
-    fn orphans(&self, known: &HashSet<u64>) -> Result<Orphans, GcError> {
-        let numbers = self.segments.list().map_err(|source| GcError::Io {
-            path: self.segments.dir().to_path_buf(),
-            source,
-        })?;
-        let mut orphans = Orphans::default();
-        // The previous frame continues into this one (both are copied whole).
-        let mut in_chain = false;
-        let mut visit = |frame: scan::ScannedFrame| -> Result<(), OpenError> {
-            let whole = in_chain || frame.continued;
-            in_chain = frame.continued;
-            let Ok(records) = Record::decode_all(&frame.payload) else {
-                return Ok(());
-            };
-            for (_, record) in &records {
-                let (session, _) = session_of(record);
-                orphans.top = orphans.top.max(session);
-                if known.contains(&session) {
-                    continue;
-                }
-                orphans
-                    .segments
-                    .entry(session)
-                    .or_default()
-                    .insert(frame.position.segment);
-                if matches!(
-                    record,
-                    Record::CreateSession { .. } | Record::ForkSession { .. }
-                ) {
-                    orphans.created_in.insert(session, frame.position.segment);
-                    if whole {
-                        orphans.created_whole.insert(session);
-                    }
-                }
-                if let Record::ForkSession { parent, .. } = record {
-                    orphans.parent.insert(session, *parent);
-                }
-            }
-            Ok(())
-        };
-        let start = LogPosition {
-            segment: numbers.first().copied().unwrap_or(1),
-            offset: SEGMENT_HEADER_LEN,
-        };
-        scan::scan(
-            &self.segments,
-            &numbers,
-            start,
-            RecoveryMode::SalvageSkippingBadFrames,
-            &self.limits,
-            &mut visit,
-        )?;
-        Ok(orphans)
     }
 
     /// The compacted copy of segment `number`, or why it cannot be compacted: every record

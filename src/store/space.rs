@@ -180,6 +180,9 @@ fn share(stored: u64, raw: u64, from: u64, to: u64) -> u64 {
     at(to) - at(from)
 }
 
+/// Sees each frame [`Store::space_with`] scans, with its records (`None`: they do not decode).
+pub(super) type FrameVisitor<'a> = dyn FnMut(&scan::ScannedFrame, Option<&[(u32, Record)]>) + 'a;
+
 impl Store {
     /// Where the bytes of the log go: each segment scanned (every frame CRC-checked, its
     /// records decoded) and its bytes attributed to live sessions, deleted sessions that
@@ -210,6 +213,16 @@ impl Store {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn space(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<SpaceReport, OpenError> {
+        self.space_with(progress, &mut |_, _| {})
+    }
+
+    /// [`Store::space`], also handing every scanned frame with its records (`None`: they do
+    /// not decode) to `on_frame`, so the GC plans from the same single scan of the log.
+    pub(super) fn space_with(
+        &self,
+        progress: &mut dyn FnMut(u64, u64),
+        on_frame: &mut FrameVisitor<'_>,
+    ) -> Result<SpaceReport, OpenError> {
         let io_err = |path: PathBuf| move |source| OpenError::Io { path, source };
         let numbers = self
             .segments
@@ -297,6 +310,8 @@ impl Store {
         let mut expected: HashMap<u64, Seq> = HashMap::new();
         let mut last_report = 0u64;
         let mut visit = |frame: scan::ScannedFrame| -> Result<(), OpenError> {
+            let decoded = Record::decode_all(&frame.payload);
+            on_frame(&frame, decoded.as_deref().ok());
             let Some(&i) = slot.get(&frame.position.segment) else {
                 return Ok(());
             };
@@ -305,7 +320,7 @@ impl Store {
             seg.overhead += FRAME_HEADER_LEN as u64;
             let stored = u64::from(frame.frame_len).saturating_sub(FRAME_HEADER_LEN as u64);
             let raw = frame.payload.len() as u64;
-            let records = match Record::decode_all(&frame.payload) {
+            let records = match decoded {
                 Ok(r) if !frame.dropped => r,
                 Ok(_) => {
                     seg.dead += stored;
