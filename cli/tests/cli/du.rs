@@ -2,33 +2,13 @@
 //! what a GC would free, on a store with deleted sessions and a deleted parent kept by a fork.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
+use crate::{ok, sessionlog};
 use sessionlog::event::{Event, SessionHeader};
 use sessionlog::store::{Config, Durability, Store};
 
 const LONG: &str = "a-session-id-much-longer-than-the-table-column-allows-0123456789";
-
-fn sessionlog(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sessionlog"))
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("SESSIONLOG_STORE")
-        .output()
-        .unwrap()
-}
-
-fn ok(o: Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
 
 fn events(n: u64, pad: usize) -> Vec<Event> {
     (0..n)

@@ -4,33 +4,13 @@
 //! with what to run; an unknown id names `gc --erase`.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
+use crate::{ok, sessionlog};
 use sessionlog::event::{Event, SessionHeader};
 use sessionlog::store::{Config, Durability, Store};
 
 const MARKER: &str = "CLI-ERASE-MARKER-51d0";
-
-fn sessionlog(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sessionlog"))
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("SESSIONLOG_STORE")
-        .output()
-        .unwrap()
-}
-
-fn ok(o: Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
 
 fn failed(o: Output) -> String {
     assert_eq!(o.status.code(), Some(2), "{o:?}");

@@ -2,31 +2,10 @@
 //! shows the same afterwards.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
+use crate::{ok, sessionlog};
 use sessionlog::event::{Event, SessionHeader};
 use sessionlog::store::{Config, Durability, Store};
-
-fn sessionlog(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sessionlog"))
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("SESSIONLOG_STORE")
-        .output()
-        .unwrap()
-}
-
-fn ok(o: Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
 
 fn segments_size(dir: &Path) -> u64 {
     std::fs::read_dir(dir.join("segments"))

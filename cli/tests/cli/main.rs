@@ -30,3 +30,26 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+/// Runs the `sessionlog` binary on `store` with `args` (`$SESSIONLOG_STORE` unset).
+fn sessionlog(store: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_sessionlog"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env_remove("SESSIONLOG_STORE")
+        .output()
+        .unwrap()
+}
+
+/// The stdout of a run that must have succeeded (else both streams in the panic).
+fn ok(o: std::process::Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
