@@ -352,6 +352,22 @@ impl Committer {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Waits until no leader runs and becomes it (`PreviousIo` when the writer failed). The
+    /// caller clears `leader` and notifies when done.
+    fn become_leader(&self) -> Result<MutexGuard<'_, State>, AppendError> {
+        let mut st = self.lock();
+        loop {
+            if let Some(f) = &st.failed {
+                return Err(AppendError::PreviousIo(f.clone()));
+            }
+            if !st.leader {
+                st.leader = true;
+                return Ok(st);
+            }
+            st = self.cond.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
     /// Runs `f` as the leader: no frame is written and no other index commit is made until it
     /// returns. The active segment is synced first, so a durable index commit made by `f`
     /// never covers unsynced log. `f` gets the index entries of synced frames whose commit
@@ -362,17 +378,7 @@ impl Committer {
         &self,
         f: impl FnOnce(IndexBatch, Watermark) -> Result<T, AppendError>,
     ) -> Result<T, AppendError> {
-        let mut st = self.lock();
-        loop {
-            if let Some(f) = &st.failed {
-                return Err(AppendError::PreviousIo(f.clone()));
-            }
-            if !st.leader {
-                st.leader = true;
-                break;
-            }
-            st = self.cond.wait(st).unwrap_or_else(|p| p.into_inner());
-        }
+        let mut st = self.become_leader()?;
         let carry = std::mem::take(&mut st.carry);
         let carry_keys = std::mem::take(&mut st.carry_keys);
         let watermark = st.watermark;

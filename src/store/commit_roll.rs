@@ -13,17 +13,7 @@ impl Committer {
     /// A failure to create the segment leaves everything as it was; a failed index commit
     /// fails the writer like a failed append.
     pub(crate) fn roll_over(&self) -> Result<u64, AppendError> {
-        let mut st = self.lock();
-        loop {
-            if let Some(f) = &st.failed {
-                return Err(AppendError::PreviousIo(f.clone()));
-            }
-            if !st.leader {
-                st.leader = true;
-                break;
-            }
-            st = self.cond.wait(st).unwrap_or_else(|p| p.into_inner());
-        }
+        let mut st = self.become_leader()?;
         let carry = std::mem::take(&mut st.carry);
         let carry_keys = std::mem::take(&mut st.carry_keys);
         let mut active = st.active.take();
