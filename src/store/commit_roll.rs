@@ -10,8 +10,8 @@ impl Committer {
     /// creates the next segment, and commits the index durably with the watermark at the new
     /// segment's start (with the deferred entries of synced frames), so every frame written
     /// so far lies behind the watermark in a sealed segment. Returns the new segment's number.
-    /// A failure to create the segment leaves everything as it was; a failed index commit
-    /// fails the writer like a failed append.
+    /// Any failure (the sync, the new segment, the index commit) fails the writer like a
+    /// failed append.
     pub(crate) fn roll_over(&self) -> Result<u64, AppendError> {
         let mut st = self.become_leader()?;
         let carry = std::mem::take(&mut st.carry);
@@ -44,13 +44,18 @@ impl Committer {
         let (number, file) = match created {
             Ok(v) => v,
             Err(e) => {
+                // A failed sync may have dropped pages of frames already served, and a
+                // failed create may leave a partial file: the writer fails like a failed
+                // append (the fsync-gate rule), and a reopen recovers.
+                let failure = WriteFailure::from(e);
                 let mut st = self.lock();
                 st.leader = false;
                 st.active = active;
                 st.carry = carry;
                 st.carry_keys = carry_keys;
+                st.failed = Some(failure.clone());
                 self.cond.notify_all();
-                return Err(e);
+                return Err(AppendError::PreviousIo(failure));
             }
         };
         let watermark = Watermark {

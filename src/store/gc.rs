@@ -566,11 +566,13 @@ impl Store {
                 l
             };
             if let Some(c) = chains.as_mut() {
-                if chained && new_len > 0 {
-                    c.chain
-                        .get_or_insert_with(Chain::default)
-                        .kept
-                        .push((number, new_offset));
+                // A chain begun here is tracked even when its first frames are dropped
+                // whole: a later kept frame then starts it (no CONTINUATION bit).
+                if chained {
+                    let chain = c.chain.get_or_insert_with(Chain::default);
+                    if new_len > 0 {
+                        chain.kept.push((number, new_offset));
+                    }
                 }
                 if !header.continued()
                     && let Some(ended) = c.chain.take()

@@ -157,7 +157,7 @@ pub(crate) fn run_family(name: &'static str, family: Family, salt: u64, default:
         total.live_reader_checks > 0,
         "{name}: no reader was opened beside the live writer"
     );
-    total.gc.assert_ran(name, &family);
+    total.gc.assert_ran(name, &family, total.scenarios);
 }
 
 #[test]

@@ -74,6 +74,12 @@ pub(crate) struct GcTally {
     pub(crate) workload_gcs: u64,
     pub(crate) retention_runs: u64,
     pub(crate) evictions: u64,
+    /// Erase-mode GCs swept (gc family), and `Store::erase` calls in the workload: completed,
+    /// refused because a live fork not named reads a named session, or failed by a fault.
+    pub(crate) erase_gcs: u64,
+    pub(crate) erases: u64,
+    pub(crate) erases_refused: u64,
+    pub(crate) erases_failed: u64,
 }
 
 impl GcTally {
@@ -97,10 +103,15 @@ impl GcTally {
         self.workload_gcs += o.workload_gcs;
         self.retention_runs += o.retention_runs;
         self.evictions += o.evictions;
+        self.erase_gcs += o.erase_gcs;
+        self.erases += o.erases;
+        self.erases_refused += o.erases_refused;
+        self.erases_failed += o.erases_failed;
     }
 
-    /// The family did what it is for (so it cannot silently do nothing).
-    pub(crate) fn assert_ran(&self, name: &str, family: &Family) {
+    /// The family did what it is for (so it cannot silently do nothing). `scenarios` is how
+    /// many ran: choices drawn from the seed need a few to show up.
+    pub(crate) fn assert_ran(&self, name: &str, family: &Family, scenarios: u64) {
         if family.gc_sweep {
             let checks = [
                 ("gcs", self.gcs),
@@ -118,12 +129,22 @@ impl GcTally {
             for (what, n) in checks {
                 assert!(n > 0, "{name}: {what} is 0: {self:?}");
             }
+            // One seed in three (seed % 3 == 0) sweeps an erase-mode GC.
+            assert!(
+                self.erase_gcs > 0 || scenarios < 8,
+                "{name}: no erase-mode GC swept: {self:?}"
+            );
         }
         if family.lifecycle {
             assert!(self.workload_gcs > 0, "{name}: no GC in the workload");
             assert!(
                 self.retention_runs > 0,
                 "{name}: no retention in the workload"
+            );
+            // One scenario in eight erases (`Scenario::erases`).
+            assert!(
+                self.erases + self.erases_refused + self.erases_failed > 0 || scenarios < 100,
+                "{name}: no erase in the workload"
             );
         }
     }
@@ -205,7 +226,12 @@ impl Scenario {
             .map_err(|e| format!("close after the fill: {e}"))?;
         self.all_durable("close");
         let fraction = *self.rng.pick(&[0.5, 0.9, 1.0]).unwrap();
-        let options = GcOptions::default().live_fraction(fraction);
+        // One scenario in three sweeps an erase-mode GC (every purged record dropped).
+        let erase = self.seed % 3 == 0;
+        let options = GcOptions::default().live_fraction(fraction).erase(erase);
+        if erase {
+            self.tally.gc.erase_gcs += 1;
+        }
         // A reference run: the messages before the GC, and what the GC does.
         let (messages, plan) = {
             let mut b = self.branch(0);
@@ -343,6 +369,7 @@ impl Scenario {
         }
         let rng = SimRng::new(rng.next_u64() ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         Scenario {
+            seed: self.seed,
             rng,
             sim,
             dir,
@@ -428,7 +455,30 @@ impl Scenario {
         store
             .close()
             .map_err(|e| format!("{what}: close after the rebuild: {e}"))?;
-        let rebuilt = comparable(dump(&self.index_path())?);
+        let mut rebuilt = comparable(dump(&self.index_path())?);
+        // An erase seals the active segment and commits the watermark at the start of the
+        // empty segment it created; a rebuild puts it at the end of the last frame, in the
+        // segment before. Both say "everything is indexed".
+        let key = |set: &BTreeSet<(String, Vec<u8>, Vec<u8>)>| {
+            set.iter()
+                .find(|(t, k, _)| t == "meta" && k.as_slice() == b"watermark")
+                .cloned()
+        };
+        if let (Some(c), Some(r)) = (key(&committed), key(&rebuilt))
+            && c != r
+        {
+            let word = |v: &[u8], i: usize| {
+                v.get(i * 8..i * 8 + 8)
+                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                    .map(u64::from_le_bytes)
+            };
+            let at_start =
+                word(&c.2, 1) == Some(SEGMENT_HEADER_LEN) && word(&c.2, 2) == Some(u64::MAX);
+            if at_start && word(&r.2, 0).map(|s| s + 1) == word(&c.2, 0) {
+                rebuilt.remove(&r);
+                rebuilt.insert(c);
+            }
+        }
         if committed != rebuilt {
             let only_committed: Vec<_> = committed.difference(&rebuilt).take(4).collect();
             let only_rebuilt: Vec<_> = rebuilt.difference(&committed).take(4).collect();

@@ -8,14 +8,23 @@
 //! inside a GC is a crash like any other (the round's reopen checks the model). A retention
 //! run evicts exactly what `plan_retention` said, never a pinned session, least recently
 //! active first (an idle limit aside), and leaves nothing more to evict.
+//!
+//! One scenario in eight also erases (`Store::erase`): it is refused, writing nothing, exactly
+//! when a live fork not named reads a named session; otherwise the named sessions are gone,
+//! everything is durable and every other session reads as the model says.
 
 use super::*;
 
-use sessionlog::{Eviction, EvictionReason, GcError, GcOptions};
+use std::collections::BTreeSet;
+
+use sessionlog::{EraseError, Eviction, EvictionReason, GcError, GcOptions};
 
 impl Scenario {
     /// A GC (two times in three) or a retention run.
     pub(crate) fn lifecycle_step(&mut self, store: &Store) -> Result<(), StepError> {
+        if self.erases() && self.rng.chance(1, 3) {
+            return self.workload_erase(store);
+        }
         if self.rng.chance(2, 3) {
             self.workload_gc(store)
         } else {
@@ -57,6 +66,151 @@ impl Scenario {
                 self.check_live_reads(store)
             }
             Err(e) => Err(StepError::Fatal(format!("gc failed without a fault: {e}"))),
+        }
+    }
+
+    /// True for one scenario in eight, drawn from the seed (not from `rng`, so that the seed
+    /// replays in `regressions.rs` keep their paths).
+    pub(crate) fn erases(&self) -> bool {
+        self.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 61 == 5
+    }
+
+    /// The live sessions outside `named` that read (through any chain of forks, each with a
+    /// non-empty seed) the events of a named session: what makes an erase refuse.
+    fn erase_readers(&self, named: &[usize]) -> Vec<usize> {
+        let ids: HashSet<&str> = named
+            .iter()
+            .map(|&i| self.model.sessions[i].id.as_str())
+            .collect();
+        self.model
+            .live()
+            .into_iter()
+            .filter(|i| !named.contains(i))
+            .filter(|&i| {
+                let mut reads = u64::MAX;
+                for (ancestor, seed) in &self.model.sessions[i].lineage {
+                    reads = reads.min(*seed);
+                    if reads == 0 {
+                        return false;
+                    }
+                    if ids.contains(ancestor.as_str()) {
+                        return true;
+                    }
+                }
+                false
+            })
+            .collect()
+    }
+
+    /// `Store::erase` of one or two live sessions (sometimes with the forks that read them).
+    fn workload_erase(&mut self, store: &Store) -> Result<(), StepError> {
+        // An id minted twice (a deleted one reused) is left alone: the model's lineages name
+        // ids, and could not tell the two sessions apart.
+        let live: Vec<usize> = self
+            .model
+            .live()
+            .into_iter()
+            .filter(|&i| {
+                let id = &self.model.sessions[i].id;
+                self.model.sessions.iter().filter(|s| &s.id == id).count() == 1
+            })
+            .collect();
+        let Some(&first) = self.rng.pick(&live) else {
+            return Ok(());
+        };
+        let mut named = vec![first];
+        if self.rng.chance(1, 3)
+            && let Some(&second) = self.rng.pick(&live)
+            && second != first
+        {
+            named.push(second);
+        }
+        let mut readers = self.erase_readers(&named);
+        if !readers.is_empty() && self.rng.chance(1, 2) {
+            named.append(&mut readers);
+            readers = self.erase_readers(&named);
+        }
+        let ids: Vec<String> = named
+            .iter()
+            .map(|&i| self.model.sessions[i].id.clone())
+            .collect();
+        if trace() {
+            eprintln!("erase {ids:?} (live readers not named: {readers:?})");
+        }
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        for &i in &named {
+            self.model.sessions[i].deleted = Some(false);
+        }
+        // An index copied before an erase points into the segments it replaces.
+        self.older_index = None;
+        let errors = self.sim.stats().injected_errors;
+        let result = store.erase(&refs, &mut |_, _| {});
+        let down = |e: String| StepError::Append(AppendError::PreviousIo(e.into()));
+        match result {
+            Ok(report) => {
+                if !readers.is_empty() {
+                    return Err(StepError::Fatal(format!(
+                        "erase of {ids:?} succeeded, but live forks read them: {readers:?}"
+                    )));
+                }
+                self.count_gc(&report);
+                self.tally.gc.erases += 1;
+                self.tally.deletes += ids.len() as u64;
+                if let Some(id) = ids.iter().find(|id| store.len(id).is_some()) {
+                    return Err(StepError::Fatal(format!("erased {id} still answers")));
+                }
+                self.all_durable("erase (checkpoint)");
+                match store.verify() {
+                    Ok(report) if report.is_clean() => {}
+                    other => {
+                        return Err(StepError::Fatal(format!(
+                            "after erasing {ids:?}, verify is not clean: {other:?}"
+                        )));
+                    }
+                }
+                self.check_live_reads(store)
+            }
+            Err(EraseError::ForksRead { id, forks }) => {
+                for &i in &named {
+                    self.model.sessions[i].deleted = None;
+                }
+                let expected: BTreeSet<&str> = readers
+                    .iter()
+                    .map(|&i| self.model.sessions[i].id.as_str())
+                    .collect();
+                if !ids.contains(&id) || forks.iter().any(|f| !expected.contains(f.as_str())) {
+                    return Err(StepError::Fatal(format!(
+                        "erase of {ids:?} refused for {id}'s forks {forks:?}; the model's \
+                         readers: {expected:?}"
+                    )));
+                }
+                self.tally.gc.erases_refused += 1;
+                Ok(())
+            }
+            Err(EraseError::Delete(e)) => {
+                self.tally.gc.erases_failed += 1;
+                Err(StepError::Append(e))
+            }
+            Err(EraseError::Gc(GcError::Write(e))) => {
+                self.tally.gc.erases_failed += 1;
+                Err(StepError::Append(e))
+            }
+            Err(e) if self.sim.is_down() => {
+                self.tally.gc.erases_failed += 1;
+                Err(down(format!("erase: {e}")))
+            }
+            Err(EraseError::Gc(GcError::Io { .. }))
+                if self.sim.stats().injected_errors > errors =>
+            {
+                // The deletes are in (and the GC's opening checkpoint made everything durable);
+                // their bytes could not be erased: the writer works on.
+                self.tally.gc.erases_failed += 1;
+                self.all_durable("erase (checkpoint)");
+                self.check_live_reads(store)
+            }
+            Err(e) => Err(StepError::Fatal(format!(
+                "erase of {ids:?} failed without a fault: {e}"
+            ))),
         }
     }
 

@@ -382,6 +382,9 @@ impl From<AppendError> for StepError {
 }
 
 struct Scenario {
+    /// The scenario's seed (a few workload choices are drawn from it, not from `rng`, so
+    /// that older seed replays keep their paths).
+    seed: u64,
     rng: SimRng,
     sim: Arc<SimFs>,
     dir: tempfile::TempDir,

@@ -13,6 +13,7 @@ impl Scenario {
             config = config.retention(Retention::default().max_sessions(rng.range(2, 12) as usize));
         }
         Scenario {
+            seed,
             rng,
             sim,
             dir: scratch_dir(),
