@@ -227,7 +227,7 @@ impl Scenario {
         self.all_durable("close");
         let fraction = *self.rng.pick(&[0.5, 0.9, 1.0]).unwrap();
         // One scenario in three sweeps an erase-mode GC (every purged record dropped).
-        let erase = self.seed % 3 == 0;
+        let erase = self.seed.is_multiple_of(3);
         let options = GcOptions::default().live_fraction(fraction).erase(erase);
         if erase {
             self.tally.gc.erase_gcs += 1;
