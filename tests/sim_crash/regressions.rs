@@ -437,3 +437,21 @@ fn a_fork_without_events_of_its_own_is_as_active_as_its_seed() {
     let evicted = store.plan_retention(&Retention::default().max_idle_ms(1_000), i64::MAX);
     assert_eq!(evicted.len(), 2, "idle at the end of time: {evicted:?}");
 }
+
+/// Regression (engine, found by the erase workload, `multiframe` seed 1349; `gc` seeds 45 and
+/// 57 sweeping an erase-mode GC): an erase dropped every record of a chain's first frame (in
+/// segment 2) and kept records of its next frame (in segment 3). The chain was tracked only
+/// from its first kept frame, so that frame looked like one whose chain began in a segment
+/// not rewritten and kept its CONTINUATION bit: `verify` then found "the frame continues an
+/// operation whose earlier frames are missing". A chain is now tracked from its first frame.
+#[test]
+fn an_erase_that_drops_a_chains_first_frames_leaves_a_whole_chain() {
+    Scenario::new(1349, MULTIFRAME)
+        .run()
+        .unwrap_or_else(|e| panic!("multiframe seed 1349: {e}"));
+    let mut family = GC_FAMILY;
+    family.lifecycle = false;
+    Scenario::new(45, family)
+        .run()
+        .unwrap_or_else(|e| panic!("gc seed 45: {e}"));
+}
