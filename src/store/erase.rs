@@ -9,7 +9,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use super::commit::Stage;
 use super::gc::{Compacted, GcError, GcOptions, GcReport, session_of};
 use super::*;
 use crate::log::frame::{FLAG_CONTINUATION, FLAG_CONTINUED, FRAME_HEADER_LEN};
@@ -40,7 +39,7 @@ pub enum EraseError {
     },
     /// Deleting the sessions failed (nothing was deleted).
     #[error("deleting the sessions to erase failed: {0}")]
-    Delete(#[source] AppendError),
+    Delete(#[from] AppendError),
     /// The sessions are deleted, but erasing their bytes failed: run an erase-mode GC
     /// (`sessionlog gc --erase`) to finish.
     #[error(
@@ -143,77 +142,48 @@ impl Store {
     /// Deletes every session of `ids` in one operation (one staged batch: all or nothing),
     /// after checking that each exists and that no live fork outside `ids` reads one.
     fn delete_for_erase(&self, ids: &[&str]) -> Result<(), EraseError> {
-        let committer = self.committer().map_err(EraseError::Delete)?;
-        let mut numbers = BTreeMap::new();
-        for id in ids {
-            let n = self
-                .number_of(id)
-                .ok_or_else(|| EraseError::NoSuchSession {
-                    id: (*id).to_owned(),
-                })?;
-            numbers.insert(n, (*id).to_owned());
-        }
-        let cores: Vec<Arc<Mutex<Core>>> = numbers.keys().map(|n| self.core(*n)).collect();
-        let _cores: Vec<_> = cores.iter().map(|c| lock(c)).collect();
-        let mut registry = self.registry_mut();
-        // A live fork outside `ids` that reads (through any chain of forks) a named session.
-        let mut readers: BTreeMap<u64, Vec<String>> = BTreeMap::new();
-        for row in registry.rows() {
-            if row.is_deleted() || numbers.contains_key(&row.number) {
-                continue;
-            }
-            let (mut at, mut reads) = (row, row.seed_len);
-            while at.parent != 0 && reads > 0 {
-                let Some(parent) = registry.get(at.parent) else {
-                    break;
-                };
-                if numbers.contains_key(&parent.number) {
-                    readers
-                        .entry(parent.number)
-                        .or_default()
-                        .push(row.header.id.clone());
-                    break;
+        let check = |registry: &Registry, numbers: &BTreeMap<u64, String>| {
+            // A live fork outside `ids` that reads (through any chain of forks) a named
+            // session.
+            let mut readers: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+            for row in registry.rows() {
+                if row.is_deleted() || numbers.contains_key(&row.number) {
+                    continue;
                 }
-                reads = reads.min(parent.seed_len);
-                at = parent;
+                let (mut at, mut reads) = (row, row.seed_len);
+                while at.parent != 0 && reads > 0 {
+                    let Some(parent) = registry.get(at.parent) else {
+                        break;
+                    };
+                    if numbers.contains_key(&parent.number) {
+                        readers
+                            .entry(parent.number)
+                            .or_default()
+                            .push(row.header.id.clone());
+                        break;
+                    }
+                    reads = reads.min(parent.seed_len);
+                    at = parent;
+                }
             }
+            match readers.into_iter().next() {
+                Some((n, mut forks)) => {
+                    forks.sort();
+                    Err(EraseError::ForksRead {
+                        id: numbers.get(&n).cloned().unwrap_or_default(),
+                        forks,
+                    })
+                }
+                None => Ok(()),
+            }
+        };
+        match self.delete_all(ids, check) {
+            Ok(_) => Ok(()),
+            Err(EraseError::Delete(AppendError::NoSuchSession(id))) => {
+                Err(EraseError::NoSuchSession { id })
+            }
+            Err(e) => Err(e),
         }
-        if let Some((n, mut forks)) = readers.into_iter().next() {
-            forks.sort();
-            return Err(EraseError::ForksRead {
-                id: numbers.get(&n).cloned().unwrap_or_default(),
-                forks,
-            });
-        }
-        let mut ops = Vec::new();
-        let mut touched = BTreeSet::new();
-        let mut records = Vec::new();
-        for &n in numbers.keys() {
-            let record = append::encode(&Record::DeleteSession { session: n })
-                .map_err(EraseError::Delete)?;
-            records.push((record, None));
-        }
-        for (&n, id) in &numbers {
-            let (o, rows) = registry
-                .delete(n)
-                .map_err(|_| EraseError::NoSuchSession { id: id.clone() })?;
-            ops.extend(o);
-            touched.extend(rows.iter().map(|r| r.number));
-        }
-        let rows: Vec<SessionRow> = touched
-            .iter()
-            .filter_map(|n| registry.get(*n).cloned())
-            .collect();
-        // One staged operation: every delete is in the log, or none (as `delete_session`).
-        let lsn = committer
-            .stage(Stage { records, ops, rows })
-            .map_err(EraseError::Delete)?;
-        drop(registry);
-        for n in numbers.keys() {
-            lock(&self.cores).remove(n);
-        }
-        self.finish(lsn, 0).map_err(EraseError::Delete)?;
-        Ok(())
     }
 
     /// The erase-mode GC (`gc` with [`GcOptions::erase`]), under the GC lock.

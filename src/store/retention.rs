@@ -180,28 +180,34 @@ impl Store {
         out
     }
 
-    /// Applies `policy` at `now_ms`: deletes each session [`Store::plan_retention`] names, in
-    /// that order, calling `on_evict` after each delete. Returns what was evicted. Each delete
-    /// is its own operation (durable per the store's durability); on an error the sessions
-    /// evicted so far stay evicted and the error says which one failed.
+    /// Applies `policy` at `now_ms`: deletes every session [`Store::plan_retention`] names as
+    /// one operation (after a crash at any byte all of them are deleted, or none; durable per
+    /// the store's durability), then calls `on_evict` for each, in the plan's order. Returns
+    /// what was evicted. A session deleted meanwhile by another caller is planned again.
     pub fn apply_retention(
         &self,
         policy: &Retention,
         now_ms: i64,
         on_evict: &mut dyn FnMut(&Eviction),
     ) -> Result<Vec<Eviction>, AppendError> {
-        let plan = self.plan_retention(policy, now_ms);
-        let mut done = Vec::with_capacity(plan.len());
-        for eviction in plan {
-            match self.delete_session(&eviction.id) {
-                Ok(_) => {}
-                // Deleted meanwhile by another caller: nothing to evict.
-                Err(AppendError::NoSuchSession(_)) => continue,
+        let mut tries = 0;
+        loop {
+            let plan = self.plan_retention(policy, now_ms);
+            if plan.is_empty() {
+                return Ok(plan);
+            }
+            let ids: Vec<&str> = plan.iter().map(|e| e.id.as_str()).collect();
+            match self.delete_sessions(&ids) {
+                Ok(_) => {
+                    for eviction in &plan {
+                        on_evict(eviction);
+                    }
+                    return Ok(plan);
+                }
+                // Deleted meanwhile by another caller: plan again (a few times at most).
+                Err(AppendError::NoSuchSession(_)) if tries < 3 => tries += 1,
                 Err(e) => return Err(e),
             }
-            on_evict(&eviction);
-            done.push(eviction);
         }
-        Ok(done)
     }
 }

@@ -30,6 +30,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{AppendError, ReadError, ReplayFailure};
@@ -42,6 +43,7 @@ use crate::session::fork::{ForkError, plan_fork};
 use crate::typed::TypedEvent;
 
 use super::commit::Stage;
+use super::registry::Registry;
 use super::{
     FrameCache, Receipt, SessionOptions, Store, StoreLookup, encode, lock, set_surface, state_bytes,
 };
@@ -317,26 +319,59 @@ impl Store {
     /// Deletes a session. A session that forks still inherit from is hidden and its events
     /// are kept until the last such fork is deleted.
     pub fn delete_session(&self, id: &str) -> Result<Receipt, AppendError> {
+        self.delete_sessions(&[id])
+    }
+
+    /// Deletes the sessions `ids` as one operation: after a crash at any byte every delete
+    /// is in the log, or none (as [`Store::append_batch`]). Refused with
+    /// [`AppendError::NoSuchSession`], nothing written, when an id names no live session.
+    pub fn delete_sessions(&self, ids: &[&str]) -> Result<Receipt, AppendError> {
+        self.delete_all(ids, |_, _| Ok::<(), AppendError>(()))
+    }
+
+    /// Deletes `ids` in one staged operation; `check` sees the registry and the sessions'
+    /// numbers under the registry lock first, and may refuse (nothing written).
+    pub(super) fn delete_all<E: From<AppendError>>(
+        &self,
+        ids: &[&str],
+        check: impl FnOnce(&Registry, &BTreeMap<u64, String>) -> Result<(), E>,
+    ) -> Result<Receipt, E> {
         let committer = self.committer()?;
-        let number = self
-            .number_of(id)
-            .ok_or_else(|| AppendError::NoSuchSession(id.to_owned()))?;
-        let core = self.core(number);
-        let _core = lock(&core);
+        let mut numbers = BTreeMap::new();
+        for id in ids {
+            let n = self
+                .number_of(id)
+                .ok_or_else(|| AppendError::NoSuchSession((*id).to_owned()))?;
+            numbers.insert(n, (*id).to_owned());
+        }
+        // Cores in number order (as every multi-session operation takes them).
+        let cores: Vec<_> = numbers.keys().map(|n| self.core(*n)).collect();
+        let _cores: Vec<_> = cores.iter().map(|c| lock(c)).collect();
         let mut registry = self.registry_mut();
-        let (ops, rows) = registry
-            .delete(number)
-            .map_err(|_| AppendError::NoSuchSession(id.to_owned()))?;
-        let lsn = committer.stage(Stage {
-            records: vec![(encode(&Record::DeleteSession { session: number })?, None)],
-            ops,
-            rows,
-        })?;
+        check(&registry, &numbers)?;
+        let mut records = Vec::with_capacity(numbers.len());
+        let mut ops = Vec::new();
+        let mut touched = BTreeSet::new();
+        for (&n, id) in &numbers {
+            records.push((encode(&Record::DeleteSession { session: n })?, None));
+            let (o, rows) = registry
+                .delete(n)
+                .map_err(|_| AppendError::NoSuchSession(id.clone()))?;
+            ops.extend(o);
+            touched.extend(rows.iter().map(|r| r.number));
+        }
+        let rows = touched
+            .iter()
+            .filter_map(|n| registry.get(*n).cloned())
+            .collect();
+        let lsn = committer.stage(Stage { records, ops, rows })?;
         drop(registry);
-        lock(&self.cores).remove(&number);
-        let receipt = self.finish(lsn, 0);
+        for n in numbers.keys() {
+            lock(&self.cores).remove(n);
+        }
+        let receipt = self.finish(lsn, 0)?;
         self.note_deletion();
-        receipt
+        Ok(receipt)
     }
 
     /// dsh's store id minting: `session-<n>`, the first n from 1 not taken.

@@ -121,3 +121,56 @@ fn a_policy_in_the_config_applies_at_open_and_a_parent_evicted_under_a_fork_stil
     assert!(reader.evicted_at_open().is_empty());
     assert_eq!(ids(&reader), ["child", "s2"]);
 }
+
+/// A retention run is one operation: a simulated power loss after any file-system operation
+/// of `apply_retention` leaves every session of its plan deleted, or none, and the others
+/// whole.
+#[test]
+fn a_power_loss_anywhere_in_a_retention_run_evicts_its_whole_plan_or_nothing() {
+    use sessionlog::fs::sim::{SimFaults, SimFs, SimOptions};
+    let policy = Retention::default().max_sessions(4);
+    let (mut crashes, mut none, mut all) = (0, 0, 0);
+    for k in 0u64.. {
+        let dir = tempfile::tempdir().unwrap();
+        let sim = SimFs::new(k, SimOptions::default());
+        let config = config().with_fs(sim.clone());
+        let store = Store::open(dir.path(), config.clone()).unwrap();
+        fill(&store, 8);
+        let plan: Vec<String> = store
+            .plan_retention(&policy, 0)
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(plan, ["s0", "s1", "s2", "s3"]);
+        sim.set_faults(SimFaults {
+            crash_after_ops: Some(k),
+            ..SimFaults::default()
+        });
+        let result = store.apply_retention(&policy, 0, &mut |_| {});
+        let crashed = sim.is_down();
+        assert_eq!(result.is_err(), crashed, "after {k} operations: {result:?}");
+        store.abandon();
+        sim.crash();
+        sim.restart_process();
+        let store = Store::open(dir.path(), config).unwrap();
+        let left = ids(&store);
+        let evicted = plan.iter().filter(|id| !left.contains(id)).count();
+        assert!(
+            evicted == 0 || evicted == plan.len(),
+            "crash after {k} operations: {evicted} of {plan:?} evicted, left {left:?}"
+        );
+        if !crashed {
+            assert_eq!(evicted, plan.len());
+            break;
+        }
+        for i in 4..8 {
+            assert_eq!(store.len(&format!("s{i}")), Some(i as u64 + 1), "after {k}");
+        }
+        crashes += 1;
+        if evicted == 0 { none += 1 } else { all += 1 }
+    }
+    assert!(
+        crashes > 0 && none > 0,
+        "crashes {crashes}, none {none}, all {all}"
+    );
+}

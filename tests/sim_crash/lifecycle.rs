@@ -367,6 +367,30 @@ impl Scenario {
         Ok(())
     }
 
+    /// What `Config::retention` would evict at the next open, when a fault is scheduled (an
+    /// open that fails may have evicted it): planned by a read-only open, which writes nothing.
+    pub(crate) fn evictable_at_open(&self) -> Vec<String> {
+        let Some(policy) = &self.config.retention else {
+            return Vec::new();
+        };
+        if self.sim.faults() == SimFaults::default() {
+            return Vec::new();
+        }
+        let config = self.config.clone().read_only(true);
+        // The open plans at the wall clock's time.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        match Store::open(self.dir.path(), config) {
+            Ok(reader) => reader
+                .plan_retention(policy, now)
+                .into_iter()
+                .map(|e| e.id)
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// `Config::retention` evicted sessions at this open: the model deletes them (durable as
     /// the store's deletes are). An eviction never hides a loss: the session held everything
     /// acknowledged.

@@ -239,6 +239,7 @@ impl Scenario {
                 self.all_durable("close");
                 let before = self.counts();
                 let faults_before = self.sim.stats().injected_errors;
+                let evictable = self.evictable_at_open();
                 let store = match self.open() {
                     Ok(s) => s,
                     // A crash or a fault during recovery: handled like any failed operation.
@@ -246,6 +247,13 @@ impl Scenario {
                         if self.sim.is_down()
                             || self.sim.stats().injected_errors > faults_before =>
                     {
+                        // `Config::retention` may have evicted its plan (all of it or
+                        // nothing) before the open failed.
+                        for s in &mut self.model.sessions {
+                            if s.deleted.is_none() && evictable.contains(&s.id) {
+                                s.deleted = Some(false);
+                            }
+                        }
                         return Err(StepError::Append(AppendError::PreviousIo(
                             format!("open: {e}").into(),
                         )));

@@ -39,6 +39,11 @@ impl SimFs {
         lock(&self.state).faults = faults;
     }
 
+    /// The faults still scheduled.
+    pub fn faults(&self) -> SimFaults {
+        lock(&self.state).faults
+    }
+
     /// Changes what crashes may do.
     pub fn set_options(&self, options: SimOptions) {
         lock(&self.state).options = options;
