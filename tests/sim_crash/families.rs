@@ -48,8 +48,8 @@ pub(crate) fn install_panic_hook() {
     });
 }
 
-/// How long one scenario may run (`SESSIONLOG_SIM_TIMEOUT_SECS`, default 60 s; scenarios take
-/// well under a second).
+/// How long one scenario may run (`SESSIONLOG_SIM_TIMEOUT_SECS`, default 60 s, ten times that
+/// for the gc family's every-operation sweeps; most scenarios take well under a second).
 pub(crate) fn scenario_timeout() -> Duration {
     Duration::from_secs(
         std::env::var("SESSIONLOG_SIM_TIMEOUT_SECS")
@@ -114,7 +114,9 @@ pub(crate) fn run_family(name: &'static str, family: Family, salt: u64, default:
                             .unwrap_or_else(|p| Err(format!("panicked: {}", panic_message(&*p))));
                             let _ = tx.send(r);
                         });
-                        let timeout = scenario_timeout();
+                        // A sweep of every operation of an erase over a hundred segments
+                        // takes minutes.
+                        let timeout = scenario_timeout() * if family.gc_every_op { 10 } else { 1 };
                         let result = rx.recv_timeout(timeout).unwrap_or_else(|_| {
                             Err(format!("hung: no result after {timeout:?} (a deadlock?)"))
                         });
