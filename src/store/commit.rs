@@ -86,7 +86,20 @@ impl FramePlan {
     }
 }
 
+/// A spare staging buffer larger than this is dropped rather than kept for the next batch.
+const MAX_SPARE_STAGED_BYTES: usize = 16 << 20;
+
 impl Staged {
+    /// Empties the buffers, keeping their capacity (the next batch stages into them without
+    /// regrowing: the leader hands them back, see [`State::spare`]).
+    fn clear(&mut self) {
+        self.raw.clear();
+        self.events.clear();
+        self.ops.clear();
+        self.record_ends.clear();
+        self.op_ends.clear();
+    }
+
     /// Cuts the staged records into frames of at most `frame_bytes` payload bytes (a larger
     /// record goes alone), cutting only between records.
     fn plan(&self, frame_bytes: usize) -> Vec<FramePlan> {
@@ -168,6 +181,8 @@ struct State {
     carry: IndexBatch,
     /// The `pending` keys of the events in `carry`.
     carry_keys: Vec<(u64, Seq)>,
+    /// The buffers of the last written batch, emptied, for the next batch to stage into.
+    spare: Staged,
 }
 
 /// A durable append is acknowledged once its frame is synced; the index commit of a small
@@ -255,6 +270,7 @@ impl Committer {
                 oldest_unsynced: None,
                 carry: IndexBatch::default(),
                 carry_keys: Vec::new(),
+                spare: Staged::default(),
             }),
             cond: Condvar::new(),
             segments,
@@ -501,7 +517,8 @@ impl Committer {
             st = self.cond.wait(st).unwrap_or_else(|p| p.into_inner());
         };
         // This thread leads (or leads next): take everything staged.
-        let mut staged = std::mem::take(&mut st.staged);
+        let spare = std::mem::take(&mut st.spare);
+        let mut staged = std::mem::replace(&mut st.staged, spare);
         let ops = std::mem::take(&mut staged.ops);
         let upto = st.staged_lsn;
         st.taken_lsn = upto;
@@ -602,6 +619,12 @@ impl Committer {
                     since_checkpoint + written
                 };
                 carry_keys.extend(staged.events.iter().map(|e| (e.session, e.seq)));
+                if staged.raw.capacity() <= MAX_SPARE_STAGED_BYTES
+                    && staged.raw.capacity() > st.spare.raw.capacity()
+                {
+                    staged.clear();
+                    st.spare = staged;
+                }
                 if indexed {
                     for key in &carry_keys {
                         st.pending.remove(key);
