@@ -54,7 +54,7 @@ impl StorageFile for SlowSyncFile {
                     .push(format!("{}: write at {offset} during a sync", self.name));
             }
             // The segment header is written at creation, before any sync.
-            if offset > 0 && self.unsynced.load(Ordering::SeqCst) > 1 {
+            if offset > 0 && self.unsynced.load(Ordering::SeqCst) > 0 {
                 log.violations.push(format!(
                     "{}: write at {offset} over an unsynced frame",
                     self.name
