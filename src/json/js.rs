@@ -5,7 +5,8 @@
 //! payload (not only the well-formed ones), the built-ins read `data` through these helpers.
 
 use super::parse::skip_ws;
-use super::raw::visit_members_valid;
+use super::raw::{skip_string_valid, skip_value_valid};
+use super::shallow::with_hint_for;
 use super::string::decode_string;
 use super::{JsString, JsonLimits, JsonObject, JsonValue, parse, write_js_number};
 
@@ -92,39 +93,67 @@ pub(crate) fn parse_data(text: &str) -> Option<JsVal> {
 /// paths with [`prop`] gives what it gives on the full parse. `text` must be valid JSON (the
 /// store validated it on append); otherwise the result is unspecified but never a panic.
 pub(crate) fn parse_data_paths(text: &str, paths: &[&[&str]]) -> Option<JsVal> {
-    parse_pruned(text, paths, 0).map(JsVal::Json)
+    with_hint_for(text, |spans| parse_pruned(text, 0, spans, paths, 0)).map(JsVal::Json)
 }
 
-fn parse_pruned(text: &str, paths: &[&[&str]], depth: usize) -> Option<JsonValue> {
-    let start = skip_ws(text.as_bytes(), 0);
+/// End of the (valid) value starting at `pos` of `text`, which starts at `base` of the text
+/// `spans` describe: a container's end from `spans` when recorded there, else by scanning.
+fn value_end(b: &[u8], base: usize, spans: &[(usize, usize)], pos: usize) -> usize {
+    if matches!(b.get(pos), Some(b'{' | b'[')) {
+        let at = base + pos;
+        if let Ok(i) = spans.binary_search_by_key(&at, |&(start, _)| start)
+            && let Some(&(_, end)) = spans.get(i)
+            && end > at
+            && end - base <= b.len()
+        {
+            return end - base;
+        }
+    }
+    skip_value_valid(b, pos)
+}
+
+/// `text` is a value of the validated text `spans` describe, starting at its byte `base`.
+fn parse_pruned(
+    text: &str,
+    base: usize,
+    spans: &[(usize, usize)],
+    paths: &[&[&str]],
+    depth: usize,
+) -> Option<JsonValue> {
+    let b = text.as_bytes();
+    let start = skip_ws(b, 0);
     let whole = paths.is_empty() || paths.iter().any(|p| p.is_empty());
-    if whole || depth > 8 || text.as_bytes().get(start) != Some(&b'{') {
+    if whole || depth > 8 || b.get(start) != Some(&b'{') {
         return parse(text, &JsonLimits::default()).ok();
     }
     let mut entries = Vec::new();
-    let mut failed = false;
-    visit_members_valid(text, start, |raw_key, value| {
+    // The members, in source order, stepping over nested values with the spans.
+    let mut i = skip_ws(b, start + 1);
+    while b.get(i) == Some(&b'"') {
+        let key_end = skip_string_valid(b, i);
+        let raw_key = text.get(i + 1..key_end.saturating_sub(1))?;
+        let colon = skip_ws(b, key_end);
+        let vstart = skip_ws(b, colon + 1);
+        let vend = value_end(b, base, spans, vstart);
         // Keys are compared as written unless escaped; only wanted members are decoded.
         let decoded = raw_key.contains('\\').then(|| decode_string(raw_key, true));
         let wanted = |k: &str| decoded.as_ref().map_or(raw_key == k, |d| *d == *k);
-        if !paths.iter().any(|p| p.first().is_some_and(|k| wanted(k))) {
-            return;
+        if paths.iter().any(|p| p.first().is_some_and(|k| wanted(k))) {
+            let rest: Vec<&[&str]> = paths
+                .iter()
+                .filter(|p| p.first().is_some_and(|k| wanted(k)))
+                .map(|p| &p[1..])
+                .collect();
+            let value = text.get(vstart..vend)?;
+            let v = parse_pruned(value, base + vstart, spans, &rest, depth + 1)?;
+            let key = decoded.unwrap_or_else(|| JsString::from(raw_key));
+            entries.push((key, v));
         }
-        let rest: Vec<&[&str]> = paths
-            .iter()
-            .filter(|p| p.first().is_some_and(|k| wanted(k)))
-            .map(|p| &p[1..])
-            .collect();
-        match parse_pruned(value, &rest, depth + 1) {
-            Some(v) => {
-                let key = decoded.unwrap_or_else(|| JsString::from(raw_key));
-                entries.push((key, v));
-            }
-            None => failed = true,
+        let next = skip_ws(b, vend);
+        if b.get(next) != Some(&b',') {
+            break;
         }
-    });
-    if failed {
-        return None;
+        i = skip_ws(b, next + 1);
     }
     Some(JsonValue::Object(JsonObject::from_entries(entries)))
 }
@@ -236,6 +265,44 @@ mod tests {
                 assert_eq!(walk(&full, path), walk(&pruned, path), "{text} {path:?}");
             }
         }
+    }
+
+    #[test]
+    fn pruned_parse_with_the_validators_spans_gives_the_same_values() {
+        let texts = [
+            r#"{"message":{"role":"tool","content":[{"type":"text","text":"x\"}"}],"source":{"callId":"c1","n":[1,{"a":2}]}}}"#,
+            r#" { "turn" : [1,[2]] , "step":{"a":{}},"usage":{"outputTokens":7},"turn":1e2 } "#,
+            r#"{"chunk":{"type":"text-delta","text":"hi"},"turn":{"x":[[],{}]},"step":[]}"#,
+            r#"{"a\"b":{"turn":9},"message":{"source":{"callId":[3]}}}"#,
+        ];
+        let paths: Vec<&[&str]> = vec![
+            &["message", "source"],
+            &["turn"],
+            &["step"],
+            &["usage"],
+            &["chunk"],
+        ];
+        let limits = JsonLimits::default();
+        for text in texts {
+            let plain = parse_data_paths(text, &paths);
+            assert!(plain.is_some(), "{text}");
+            let spans = crate::json::validate_spans(text, &limits).unwrap();
+            assert!(!spans.pairs().is_empty());
+            let (hinted, _) =
+                crate::json::with_span_hint(text, spans.clone(), || parse_data_paths(text, &paths));
+            assert_eq!(hinted, plain, "{text}");
+            // Spans offered for another text (an equal copy) are not used.
+            let copy = text.to_owned();
+            let (other, _) =
+                crate::json::with_span_hint(&copy, spans, || parse_data_paths(text, &paths));
+            assert_eq!(other, plain, "{text}");
+        }
+        // The hint never outlives its call.
+        let text = texts[0];
+        let spans = crate::json::validate_spans(text, &limits).unwrap();
+        let (_, back) = crate::json::with_span_hint(text, spans.clone(), || ());
+        assert_eq!(back, spans);
+        assert!(super::with_hint_for(text, |s| s.is_empty()));
     }
 
     #[test]

@@ -49,7 +49,7 @@ pub use raw::{
     RawMember, raw_member, raw_member_with_policy, raw_members, raw_members_with,
     raw_members_with_policy,
 };
-pub(crate) use shallow::{Spans, validate_spans};
+pub(crate) use shallow::{Spans, validate_spans, with_span_hint};
 pub use string::JsString;
 pub(crate) use value::is_safe_integer;
 pub use value::{JsonNumber, JsonObject, JsonValue};

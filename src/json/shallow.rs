@@ -58,6 +58,50 @@ impl<'a> Sink<'a> for SpanSink<'_> {
     }
 }
 
+thread_local! {
+    /// The spans of the text being folded (see [`with_span_hint`]): its address and length
+    /// (identity only, never dereferenced) and its container spans.
+    static HINT: std::cell::RefCell<Option<(usize, usize, Spans)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with `spans` (the validator's spans of exactly `text`) offered to
+/// [`with_hint_for`] on this thread, so that a pruned parse of `text` inside `f` (a
+/// projection fold reading one member of a large payload) steps over nested values in O(log
+/// n) instead of scanning them. Returns `f`'s result and the spans.
+pub(crate) fn with_span_hint<R>(text: &str, spans: Spans, f: impl FnOnce() -> R) -> (R, Spans) {
+    let key = (text.as_ptr() as usize, text.len());
+    HINT.with(|h| *h.borrow_mut() = Some((key.0, key.1, spans)));
+    // Taken back even when `f` panics (the hint never outlives the call).
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            let _ = HINT.try_with(|h| h.try_borrow_mut().map(|mut h| h.take()));
+        }
+    }
+    let reset = Reset;
+    let out = f();
+    let spans = HINT
+        .with(|h| h.borrow_mut().take())
+        .map(|(_, _, s)| s)
+        .unwrap_or_default();
+    drop(reset);
+    (out, spans)
+}
+
+/// Calls `f` with the hinted spans of `text` when [`with_span_hint`] offered them for this
+/// very text, else with no spans.
+pub(crate) fn with_hint_for<R>(text: &str, f: impl FnOnce(&[(usize, usize)]) -> R) -> R {
+    let key = (text.as_ptr() as usize, text.len());
+    HINT.with(|h| match h.try_borrow() {
+        Ok(hint) => match hint.as_ref() {
+            Some((ptr, len, spans)) if (*ptr, *len) == key => f(spans.pairs()),
+            _ => f(&[]),
+        },
+        Err(_) => f(&[]),
+    })
+}
+
 /// [`crate::json::validate`] that also records where each object and array ends.
 pub(crate) fn validate_spans(text: &str, limits: &JsonLimits) -> Result<Spans, JsonError> {
     let mut pairs = Vec::with_capacity(8);

@@ -10,7 +10,6 @@ use super::shape;
 use super::{EventLookup, RawDefects, SourcesDefect, SurfaceOpDefect};
 use crate::event::{Event, MAX_SAFE_INTEGER, Seq, SurfaceOp};
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
 
 /// The live surface: node seqs in model-visible order and the replace generation.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -152,7 +151,11 @@ fn check_sources(
     defects: &RawDefects,
     shadowed: &[Seq],
 ) -> Result<(), SurfaceError> {
-    let mut cited: HashSet<Seq> = HashSet::new();
+    // The cited seqs, ascending: the sources themselves when they are (the usual case: a
+    // message cites its chunks in order), else a sorted copy. No hashing, no allocation in
+    // the usual case.
+    let mut sorted: Vec<Seq> = Vec::new();
+    let mut cited: &[Seq] = &[];
     match defects.sources {
         Some(SourcesDefect::NotArray) => {
             return Err(SurfaceError::SourcesNotArray { seq: event.seq });
@@ -175,13 +178,19 @@ fn check_sources(
                     kind: event.kind.clone(),
                 });
             }
-            cited.insert(source);
             if not_earlier.is_none() && source >= event.seq {
                 not_earlier = Some(source);
             }
         }
-        if cited.len() != sources.len() {
-            return Err(SurfaceError::SourcesDuplicate { seq: event.seq });
+        if sources.windows(2).all(|w| w[0] < w[1]) {
+            cited = sources;
+        } else {
+            sorted.extend_from_slice(sources);
+            sorted.sort_unstable();
+            if sorted.windows(2).any(|w| w[0] == w[1]) {
+                return Err(SurfaceError::SourcesDuplicate { seq: event.seq });
+            }
+            cited = &sorted;
         }
         if let Some(source_seq) = not_earlier {
             return Err(SurfaceError::SourcesNotEarlier {
@@ -193,7 +202,7 @@ fn check_sources(
     let missing: Vec<Seq> = shadowed
         .iter()
         .copied()
-        .filter(|s| !cited.contains(s))
+        .filter(|s| cited.binary_search(s).is_err())
         .collect();
     if !missing.is_empty() {
         return Err(SurfaceError::SourcesMissingShadowed { missing });

@@ -62,6 +62,8 @@ impl Store {
         let mut ops = Vec::new();
         let mut records = Vec::with_capacity(events.len());
         let mut planned: Vec<Event> = Vec::with_capacity(events.len());
+        // The validator's spans of each event's data, for the projection folds.
+        let mut planned_spans: Vec<json::Spans> = Vec::with_capacity(events.len());
         let mut checkpoint_due = false;
         for event in events {
             let state = scratch.as_mut().unwrap_or(&mut *real);
@@ -87,6 +89,7 @@ impl Store {
                 records.push(self.encode_event_checked(number, &event)?);
             }
             planned.push(event);
+            planned_spans.push(spans);
         }
         if let Some(s) = scratch {
             *real = s;
@@ -102,15 +105,15 @@ impl Store {
         }
         if let Some(projections) = core.projections.as_mut() {
             let mut due = false;
-            for e in &planned {
-                self.config
-                    .projections
-                    .apply(projections, e)
-                    .map_err(|reason| AppendError::Projection {
-                        session: session.to_owned(),
-                        seq: e.seq,
-                        reason,
-                    })?;
+            for (e, spans) in planned.iter().zip(planned_spans.drain(..)) {
+                let (applied, _) = json::with_span_hint(&e.data, spans, || {
+                    self.config.projections.apply(projections, e)
+                });
+                applied.map_err(|reason| AppendError::Projection {
+                    session: session.to_owned(),
+                    seq: e.seq,
+                    reason,
+                })?;
                 due |= self.config.projection_checkpoints.due(projections, e);
             }
             if due {

@@ -18,14 +18,16 @@ use std::time::Instant;
 
 use crate::error::{AppendError, WriteFailure};
 use crate::event::{Event, Seq};
-use crate::fs::StorageFile;
 use crate::index::{Index, IndexBatch, IndexOp, Location, SessionRow, Watermark};
 use crate::log::Segments;
 use crate::log::frame;
-use crate::log::segment::SEGMENT_HEADER_LEN;
 
 #[path = "commit_roll.rs"]
 mod roll;
+#[path = "commit_segment.rs"]
+mod segment;
+use segment::sync_or_cut;
+pub(crate) use segment::{Active, rewrite};
 
 /// Tunables the committer needs.
 #[derive(Debug, Clone)]
@@ -38,62 +40,6 @@ pub(crate) struct CommitConfig {
     pub frame_bytes: usize,
     /// The largest record accepted (`Config::max_frame_bytes`): no frame exceeds it.
     pub max_record_bytes: usize,
-}
-
-/// The segment being written.
-#[derive(Debug)]
-pub(crate) struct Active {
-    pub number: u64,
-    pub file: Arc<dyn StorageFile>,
-    pub len: u64,
-    pub last_frame: Option<u64>,
-    /// Bytes known durable (everything before this offset was fsynced).
-    pub synced_len: u64,
-    /// Set by recovery when it read this segment without syncing it: its tail (or a
-    /// truncation of it) may exist only in the page cache, so it is synced before anything
-    /// is written after it or the store moves to the next segment.
-    pub unverified: bool,
-    /// Never appended to (a segment of an older format version): the next frame rolls over.
-    pub sealed: bool,
-}
-
-impl Active {
-    /// Syncs a segment recovery did not sync (see [`Active::unverified`]). No cut on
-    /// failure: the bytes were there before this process wrote anything.
-    ///
-    /// When the sync fails, the bytes recovery read (and checked) may be only in the page
-    /// cache, marked clean by the failure (fsync-gate): a later process would read them, its
-    /// syncs would succeed without writing them, and a power loss would leave a hole under
-    /// what it appended. So they are written again from the cache and synced once more; the
-    /// first error is returned either way (the writer stops until reopened).
-    fn verify(&mut self) -> std::io::Result<()> {
-        if self.unverified {
-            // Re-assert the length recovery found, so that a truncation that only ever
-            // reached the page cache becomes durable with this sync.
-            self.file.set_len(self.len)?;
-            if let Err(first) = self.file.sync_data() {
-                let _ = rewrite(&*self.file, self.len).and_then(|()| self.file.sync_data());
-                return Err(first);
-            }
-            self.unverified = false;
-        }
-        Ok(())
-    }
-}
-
-/// Writes bytes `0..len` of `file` again, as read, so that pages a failed sync marked clean
-/// are dirty again and the next sync writes them.
-pub(crate) fn rewrite(file: &dyn StorageFile, len: u64) -> std::io::Result<()> {
-    let mut buf = vec![0u8; 1 << 20];
-    let mut at = 0u64;
-    while at < len {
-        let n = (len - at).min(buf.len() as u64) as usize;
-        let chunk = &mut buf[..n];
-        file.read_exact_at(chunk, at)?;
-        file.write_all_at(chunk, at)?;
-        at += n as u64;
-    }
-    Ok(())
 }
 
 #[derive(Debug)]
@@ -140,7 +86,20 @@ impl FramePlan {
     }
 }
 
+/// A spare staging buffer larger than this is dropped rather than kept for the next batch.
+const MAX_SPARE_STAGED_BYTES: usize = 16 << 20;
+
 impl Staged {
+    /// Empties the buffers, keeping their capacity (the next batch stages into them without
+    /// regrowing: the leader hands them back, see [`State::spare`]).
+    fn clear(&mut self) {
+        self.raw.clear();
+        self.events.clear();
+        self.ops.clear();
+        self.record_ends.clear();
+        self.op_ends.clear();
+    }
+
     /// Cuts the staged records into frames of at most `frame_bytes` payload bytes (a larger
     /// record goes alone), cutting only between records.
     fn plan(&self, frame_bytes: usize) -> Vec<FramePlan> {
@@ -197,7 +156,13 @@ struct State {
     staged_lsn: u64,
     written_lsn: u64,
     durable_lsn: u64,
+    /// The LSN of the last record a leader (or the pipelined encoder) took from `staged`.
+    taken_lsn: u64,
+    /// Held by the thread that writes (a leader, [`Committer::exclusive`], a rollover).
     leader: bool,
+    /// A thread took the next batch while the leader writes and encodes (compresses) it
+    /// meanwhile; it becomes the leader next, before anyone else (see [`Committer::commit`]).
+    encoding: bool,
     failed: Option<WriteFailure>,
     active: Option<Active>,
     /// Segment numbers in use (the next segment is `last + 1`).
@@ -216,6 +181,8 @@ struct State {
     carry: IndexBatch,
     /// The `pending` keys of the events in `carry`.
     carry_keys: Vec<(u64, Seq)>,
+    /// The buffers of the last written batch, emptied, for the next batch to stage into.
+    spare: Staged,
 }
 
 /// A durable append is acknowledged once its frame is synced; the index commit of a small
@@ -233,8 +200,9 @@ pub(crate) struct Committer {
     segments: Arc<Segments>,
     index: Arc<Index>,
     config: CommitConfig,
-    /// The leader's frame encoder (only the leader uses it, so the lock is uncontended).
-    encoder: Mutex<frame::Encoder>,
+    /// Frame encoders (zstd contexts) for the leader and the pipelined encoder: taken while
+    /// a batch is compressed, put back after (at most two are ever made).
+    encoders: Mutex<Vec<frame::Encoder>>,
     /// Directory fsyncs a read-write open deferred to the first write (see
     /// [`Committer::defer_dir_syncs`]).
     dirs: Mutex<Option<DirSyncs>>,
@@ -251,10 +219,6 @@ pub(crate) struct DirSyncs {
     pub required: Vec<std::path::PathBuf>,
     /// Synced, and a failure is ignored (the parent of the store directory may not be ours).
     pub best_effort: Vec<std::path::PathBuf>,
-}
-
-fn lock_encoder(m: &Mutex<frame::Encoder>) -> MutexGuard<'_, frame::Encoder> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// How the leader treats one batch.
@@ -292,7 +256,9 @@ impl Committer {
                 staged_lsn: 0,
                 written_lsn: 0,
                 durable_lsn: 0,
+                taken_lsn: 0,
                 leader: false,
+                encoding: false,
                 failed: None,
                 active,
                 next_segment,
@@ -304,11 +270,12 @@ impl Committer {
                 oldest_unsynced: None,
                 carry: IndexBatch::default(),
                 carry_keys: Vec::new(),
+                spare: Staged::default(),
             }),
             cond: Condvar::new(),
             segments,
             index,
-            encoder: Mutex::new(frame::Encoder::new(config.zstd_level)),
+            encoders: Mutex::new(Vec::new()),
             dirs: Mutex::new(None),
             publisher: std::sync::OnceLock::new(),
             config,
@@ -360,7 +327,7 @@ impl Committer {
             if let Some(f) = &st.failed {
                 return Err(AppendError::PreviousIo(f.clone()));
             }
-            if !st.leader {
+            if !st.leader && !st.encoding {
                 st.leader = true;
                 return Ok(st);
             }
@@ -507,9 +474,16 @@ impl Committer {
 
     /// Blocks until every record up to `lsn` reached `goal`, leading the write if no one is.
     /// `checkpoint` forces a log sync and a durable index commit.
+    ///
+    /// Pipelined: while a leader writes and syncs its batch, one waiter whose records are
+    /// still staged takes the next batch and compresses its frames meanwhile; it becomes the
+    /// leader as soon as the first is done (nobody else may lead in between, so batches are
+    /// written, synced and acknowledged strictly in the order they were taken). Its frames are
+    /// written only after the previous batch's sync returned: at most one frame is ever
+    /// unsynced (see [`Committer::lead`]).
     pub(crate) fn commit(&self, lsn: u64, goal: Goal, checkpoint: bool) -> Result<(), AppendError> {
         let mut st = self.lock();
-        loop {
+        let pipelined = loop {
             if let Some(f) = &st.failed {
                 return Err(AppendError::PreviousIo(f.clone()));
             }
@@ -528,26 +502,62 @@ impl Committer {
             if done {
                 return Ok(());
             }
-            if !st.leader {
-                st.leader = true;
-                break;
+            if !st.encoding {
+                if !st.leader {
+                    st.leader = true;
+                    break false;
+                }
+                // The leader is writing a batch without this caller's records: take them
+                // (and everything staged with them) and compress while it syncs.
+                if lsn > st.taken_lsn && !st.staged.raw.is_empty() {
+                    st.encoding = true;
+                    break true;
+                }
             }
             st = self.cond.wait(st).unwrap_or_else(|p| p.into_inner());
-        }
-        // This thread leads: take everything staged.
-        let mut staged = std::mem::take(&mut st.staged);
+        };
+        // This thread leads (or leads next): take everything staged.
+        let spare = std::mem::take(&mut st.spare);
+        let mut staged = std::mem::replace(&mut st.staged, spare);
         let ops = std::mem::take(&mut staged.ops);
         let upto = st.staged_lsn;
+        st.taken_lsn = upto;
+        let mut rows: Vec<SessionRow> = std::mem::take(&mut st.dirty).into_values().collect();
+        drop(st);
+        rows.sort_by_key(|r| r.number);
+        let sync = goal == Goal::Durable || checkpoint;
+        let may_defer = goal == Goal::Durable && !checkpoint;
+
+        // Compress outside the lock (a panic poisons the committer like a failed write).
+        let encoded =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.encode_frames(&staged)))
+                .unwrap_or_else(|_| {
+                    Err(AppendError::Writer("the frame encoder panicked".to_owned()))
+                });
+
+        let mut st = self.lock();
+        if pipelined {
+            // Wait for the batch being written; nobody else may lead before this one.
+            loop {
+                if let Some(f) = st.failed.clone() {
+                    st.encoding = false;
+                    self.cond.notify_all();
+                    return Err(AppendError::PreviousIo(f));
+                }
+                if !st.leader {
+                    break;
+                }
+                st = self.cond.wait(st).unwrap_or_else(|p| p.into_inner());
+            }
+            st.leader = true;
+            st.encoding = false;
+        }
         let mut active = st.active.take();
         let next_segment = st.next_segment;
-        let sync = goal == Goal::Durable || checkpoint;
-        // Deferred entries first: they are older than what is staged now.
+        // Deferred entries first: they are older than what was taken now.
         let mut batch = std::mem::take(&mut st.carry);
         let mut carry_keys = std::mem::take(&mut st.carry_keys);
-        let mut rows: Vec<SessionRow> = std::mem::take(&mut st.dirty).into_values().collect();
-        rows.sort_by_key(|r| r.number);
         batch.sessions.extend(rows);
-        let may_defer = goal == Goal::Durable && !checkpoint;
         let mut watermark = st.watermark;
         let since_checkpoint = st.bytes_since_checkpoint;
         drop(st);
@@ -557,6 +567,7 @@ impl Committer {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.lead(
                 &staged,
+                encoded?,
                 &mut active,
                 next_segment,
                 Lead {
@@ -608,6 +619,12 @@ impl Committer {
                     since_checkpoint + written
                 };
                 carry_keys.extend(staged.events.iter().map(|e| (e.session, e.seq)));
+                if staged.raw.capacity() <= MAX_SPARE_STAGED_BYTES
+                    && staged.raw.capacity() > st.spare.raw.capacity()
+                {
+                    staged.clear();
+                    st.spare = staged;
+                }
                 if indexed {
                     for key in &carry_keys {
                         st.pending.remove(key);
@@ -628,12 +645,39 @@ impl Committer {
         }
     }
 
-    /// The leader's work, outside the lock. Returns (bytes written, whether a durable index
-    /// checkpoint was committed, whether the index was committed at all).
+    /// Cuts a taken batch into frames and encodes (compresses) each: no I/O, no lock held.
+    fn encode_frames(&self, staged: &Staged) -> Result<Vec<(FramePlan, Vec<u8>)>, AppendError> {
+        let plans = staged.plan(self.config.frame_bytes);
+        if plans.is_empty() {
+            return Ok(Vec::new());
+        }
+        let pool = || self.encoders.lock().unwrap_or_else(|p| p.into_inner());
+        let mut encoder = pool()
+            .pop()
+            .unwrap_or_else(|| frame::Encoder::new(self.config.zstd_level));
+        let frames = plans
+            .into_iter()
+            .map(|plan| {
+                let raw = staged
+                    .raw
+                    .get(plan.start..plan.end)
+                    .ok_or_else(|| AppendError::Writer("staged records out of bounds".into()))?;
+                let bytes = encoder.encode(raw, self.config.compress_threshold, plan.flags());
+                Ok((plan, bytes))
+            })
+            .collect();
+        pool().push(encoder);
+        frames
+    }
+
+    /// The leader's work, outside the lock: writes the encoded frames of a batch, syncs, and
+    /// commits the index. Returns (bytes written, whether a durable index checkpoint was
+    /// committed, whether the index was committed at all).
     #[allow(clippy::too_many_arguments)]
     fn lead(
         &self,
         staged: &Staged,
+        frames: Vec<(FramePlan, Vec<u8>)>,
         active: &mut Option<Active>,
         next_segment: u64,
         how: Lead,
@@ -651,18 +695,8 @@ impl Committer {
         if !staged.raw.is_empty() {
             self.sync_deferred_dirs()?;
         }
-        let plans = staged.plan(self.config.frame_bytes);
         let mut events = staged.events.iter().peekable();
-        for plan in plans {
-            let raw = staged
-                .raw
-                .get(plan.start..plan.end)
-                .ok_or_else(|| AppendError::Writer("staged records out of bounds".into()))?;
-            let bytes = lock_encoder(&self.encoder).encode(
-                raw,
-                self.config.compress_threshold,
-                plan.flags(),
-            );
+        for (plan, bytes) in frames {
             let a = self.writable_segment(active, next_segment, bytes.len() as u64)?;
             // At most one frame is ever unsynced: the page cache may write frames back in
             // any order, and a lost frame followed by a surviving one would read as
@@ -722,67 +756,5 @@ impl Committer {
             self.index.commit(batch, *watermark, durable_index)?;
         }
         Ok((written, durable_index, true))
-    }
-}
-
-impl Committer {
-    /// The active segment, rolled over first when a frame of `frame_len` bytes would not fit
-    /// (or when the active segment is of an older format version, which is never appended to).
-    fn writable_segment<'a>(
-        &self,
-        active: &'a mut Option<Active>,
-        next_segment: u64,
-        frame_len: u64,
-    ) -> Result<&'a mut Active, AppendError> {
-        let needs_roll = match active.as_ref() {
-            None => true,
-            Some(a) => {
-                a.sealed
-                    || (a.len > SEGMENT_HEADER_LEN && a.len + frame_len > self.config.segment_bytes)
-            }
-        };
-        if needs_roll {
-            let number = match active.take() {
-                Some(mut old) => {
-                    old.verify()?;
-                    if old.synced_len < old.len {
-                        sync_or_cut(&mut old)?;
-                    }
-                    next_segment.max(old.number + 1)
-                }
-                None => next_segment,
-            };
-            let file = self.segments.create(number)?;
-            *active = Some(Active {
-                number,
-                file,
-                len: SEGMENT_HEADER_LEN,
-                last_frame: None,
-                synced_len: SEGMENT_HEADER_LEN,
-                unverified: false,
-                sealed: false,
-            });
-        }
-        active
-            .as_mut()
-            .ok_or_else(|| AppendError::Writer("no active segment".into()))
-    }
-}
-
-/// Syncs the active segment. When the sync fails, the unsynced bytes are cut off (best
-/// effort): after a failed fsync Linux may keep the lost pages readable, and a reopen in the
-/// same boot would otherwise index a frame that a later power loss removes, leaving a hole
-/// before frames acknowledged after it.
-fn sync_or_cut(a: &mut Active) -> std::io::Result<()> {
-    match a.file.sync_data() {
-        Ok(()) => {
-            a.synced_len = a.len;
-            Ok(())
-        }
-        Err(e) => {
-            let _ = a.file.set_len(a.synced_len);
-            let _ = a.file.sync_data();
-            Err(e)
-        }
     }
 }

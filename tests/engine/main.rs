@@ -14,6 +14,7 @@ mod erase_crash;
 mod gc;
 mod json;
 mod live_readers;
+mod pipeline;
 mod projection_checkpoint;
 mod projection_fixtures;
 mod projection_store;

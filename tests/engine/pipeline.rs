@@ -1,0 +1,180 @@
+//! The pipelined group commit (store/commit.rs): while one leader's fsync is in flight the
+//! next batch is compressed, but never written. A file system that makes every segment sync
+//! slow records, per file, whether a frame was written while a sync of that file was running
+//! or while an earlier write was still unsynced (either would let the page cache persist a
+//! later frame without an earlier one). Every acknowledged append reads back, in order, after
+//! a reopen.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sessionlog::event::SessionHeader;
+use sessionlog::fs::{FileSystem, OpenMode, StdFileSystem, StorageFile};
+use sessionlog::store::{Durability, Store};
+
+use crate::common::{config, read_all, synthetic_event};
+
+#[derive(Debug, Default)]
+struct Log {
+    /// A write was issued while a sync of the same file ran, or over an unsynced write.
+    violations: Vec<String>,
+    syncs: u64,
+    writes: u64,
+}
+
+#[derive(Debug)]
+struct SlowSyncFs {
+    log: Arc<Mutex<Log>>,
+}
+
+#[derive(Debug)]
+struct SlowSyncFile {
+    inner: Arc<dyn StorageFile>,
+    segment: bool,
+    name: String,
+    log: Arc<Mutex<Log>>,
+    /// Syncs of this file in flight.
+    syncing: AtomicU64,
+    /// Writes since the last completed sync.
+    unsynced: AtomicU64,
+}
+
+impl StorageFile for SlowSyncFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.inner.read_exact_at(buf, offset)
+    }
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        if self.segment {
+            let mut log = self.log.lock().unwrap();
+            log.writes += 1;
+            if self.syncing.load(Ordering::SeqCst) > 0 {
+                log.violations
+                    .push(format!("{}: write at {offset} during a sync", self.name));
+            }
+            // The segment header is written at creation, before any sync.
+            if offset > 0 && self.unsynced.load(Ordering::SeqCst) > 0 {
+                log.violations.push(format!(
+                    "{}: write at {offset} over an unsynced frame",
+                    self.name
+                ));
+            }
+        }
+        let r = self.inner.write_all_at(buf, offset);
+        if offset > 0 {
+            self.unsynced.fetch_add(1, Ordering::SeqCst);
+        }
+        r
+    }
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        if !self.segment {
+            return self.inner.sync_data();
+        }
+        self.syncing.fetch_add(1, Ordering::SeqCst);
+        let before = self.unsynced.load(Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(3));
+        let r = self.inner.sync_data();
+        self.unsynced.fetch_sub(before, Ordering::SeqCst);
+        self.syncing.fetch_sub(1, Ordering::SeqCst);
+        self.log.lock().unwrap().syncs += 1;
+        r
+    }
+}
+
+impl FileSystem for SlowSyncFs {
+    fn open(&self, path: &Path, mode: OpenMode) -> std::io::Result<Arc<dyn StorageFile>> {
+        let inner = StdFileSystem.open(path, mode)?;
+        let segment = path
+            .parent()
+            .and_then(Path::file_name)
+            .is_some_and(|d| d == "segments");
+        Ok(Arc::new(SlowSyncFile {
+            inner,
+            segment,
+            name: path.display().to_string(),
+            log: self.log.clone(),
+            syncing: AtomicU64::new(0),
+            unsynced: AtomicU64::new(0),
+        }))
+    }
+    fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
+        StdFileSystem.create_dir_all(path)
+    }
+    fn list(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+        StdFileSystem.list(dir)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        StdFileSystem.remove_file(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        StdFileSystem.rename(from, to)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        StdFileSystem.sync_dir(dir)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        StdFileSystem.exists(path)
+    }
+}
+
+#[test]
+fn a_batch_is_written_only_after_the_previous_sync_and_nothing_acknowledged_is_lost() {
+    const THREADS: u64 = 16;
+    const EVENTS: u64 = 40;
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(Mutex::new(Log::default()));
+    let fs: Arc<dyn FileSystem> = Arc::new(SlowSyncFs { log: log.clone() });
+    let store = Arc::new(
+        Store::open(
+            dir.path(),
+            config(Durability::Sync).with_fs(fs).compress_threshold(64),
+        )
+        .unwrap(),
+    );
+    for t in 0..THREADS {
+        store
+            .create_session(SessionHeader::new(format!("p{t}"), 1))
+            .unwrap();
+    }
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                for seq in 0..EVENTS {
+                    let r = store
+                        .append(&format!("p{t}"), synthetic_event(seq, t))
+                        .unwrap();
+                    assert!(r.durable);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let log = std::mem::take(&mut *log.lock().unwrap());
+    assert!(log.violations.is_empty(), "{:?}", log.violations);
+    // Group commit shared the slow syncs (each append alone would need one each).
+    assert!(
+        log.syncs < THREADS * EVENTS,
+        "{} syncs for {} appends",
+        log.syncs,
+        THREADS * EVENTS
+    );
+    drop(store);
+    let store = Store::open(dir.path(), config(Durability::Sync)).unwrap();
+    for t in 0..THREADS {
+        let events = read_all(&store, &format!("p{t}"));
+        assert_eq!(events.len() as u64, EVENTS);
+        for (i, e) in events.iter().enumerate() {
+            assert_eq!(e, &synthetic_event(i as u64, t));
+        }
+    }
+}
