@@ -230,6 +230,7 @@ pub fn replicate_cmd(default_store: &Path, args: &ReplicateArgs) -> CliResult {
         let line = status_line(&stats);
         // A line when something changed, at most every 5 s (and at once on a failure).
         let due = last_print.elapsed() >= Duration::from_secs(5)
+            || (last_line.is_empty() && stats.rounds > 0)
             || (stats.failing == 1 && !last_line.contains("failing"));
         if due && line != last_line && !closed {
             if writeln!(out, "{} {line}", iso_time(now_ms())).is_err() {

@@ -59,7 +59,11 @@ fn body(replicator: &str) -> Vec<u8> {
 fn held_by_other(bytes: &[u8], me: &str) -> Option<ReplicateError> {
     let b: LeaseBody = serde_json::from_slice(bytes).ok()?;
     let age = (now_ms().max(0) as u64).saturating_sub(b.renewed_ms);
-    (b.replicator != me && age < LEASE_EXPIRY_MS).then(|| ReplicateError::Leased {
+    // A holder on this host whose process is gone (killed) holds nothing.
+    let gone = b.host == host_name()
+        && b.pid != u64::from(std::process::id())
+        && !std::path::Path::new(&format!("/proc/{}", b.pid)).exists();
+    (b.replicator != me && age < LEASE_EXPIRY_MS && !gone).then(|| ReplicateError::Leased {
         replicator: b.replicator,
         host: b.host,
         pid: b.pid,

@@ -252,14 +252,18 @@ async fn fetch(
     let results: Vec<Result<Vec<u8>, ReplicateError>> =
         futures_util::stream::iter(chosen.iter().map(|(p, end)| async move {
             let object = p.path.to_string();
-            let (mut bytes, _) = remote.get(&p.path).await?.ok_or_else(|| {
-                ReplicateError::Damaged {
+            let (mut bytes, _) =
+                remote
+                    .get(&p.path)
+                    .await?
+                    .ok_or_else(|| {
+                        ReplicateError::Damaged {
                     object: object.clone(),
                     detail:
                         "listed, then gone (removed by retention meanwhile: run the restore again)"
                             .into(),
                 }
-            })?;
+                    })?;
             if bytes.len() as u64 != p.end - p.start {
                 return Err(ReplicateError::Damaged {
                     object,

@@ -234,7 +234,9 @@ impl Shipper {
                 }
             }
             _ => {
-                round.generations += 1;
+                if self.segments.contains_key(&n) {
+                    round.generations += 1;
+                }
                 let mut s = self.fresh(n);
                 s.file = Some(f.id);
                 s
