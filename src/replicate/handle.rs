@@ -302,10 +302,41 @@ async fn run(
     }
     let mut last_retention = Instant::now();
     let mut backoff = interval;
+    // After a failed round the remote is read again before shipping on: what it holds may
+    // not be what this run believes (an object store that lost data, a lease taken over).
+    let mut resync = false;
     loop {
         let draining = stopping();
         if draining && !shared.drain.load(Ordering::SeqCst) {
             break;
+        }
+        if resync {
+            match Shipper::start(remote.clone(), dir.clone(), replicator.clone()).await {
+                Ok(s) => {
+                    shipper = s;
+                    resync = false;
+                }
+                Err(e) => {
+                    let fatal = !matches!(e, ReplicateError::Remote { .. });
+                    let mut s = lock(&shared.stats);
+                    s.rounds += 1;
+                    s.failing += 1;
+                    s.last_error = Some(e.to_string());
+                    if fatal && matches!(e, ReplicateError::Leased { .. }) {
+                        s.stopped = Some(Some(e.to_string()));
+                        return;
+                    }
+                    drop(s);
+                    let wait = backoff;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    if draining {
+                        tokio::time::sleep(wait.min(Duration::from_secs(1))).await;
+                    } else {
+                        let _ = tokio::time::timeout(wait, shared.wake.notified()).await;
+                    }
+                    continue;
+                }
+            }
         }
         let mut seen = None;
         let result = shipper.round(&mut seen).await;
@@ -331,6 +362,7 @@ async fn run(
             }
             Err(e) => {
                 let fatal = matches!(e, ReplicateError::Leased { .. });
+                resync = matches!(e, ReplicateError::Remote { .. });
                 let mut s = lock(&shared.stats);
                 s.rounds += 1;
                 s.failing += 1;
