@@ -27,6 +27,11 @@ use sessionlog_bench::workload::{SplitMix64, WorkloadConfig, generate_events, se
 
 const THREADS: u64 = 16;
 
+/// Positions (segment, offset) with the instant they were seen.
+type Timeline = Arc<Mutex<Vec<(Instant, (u64, u64))>>>;
+/// Makes a bucket (or a prefix) and returns its URL.
+type BucketMaker = Box<dyn Fn(&str) -> String>;
+
 fn http(addr: &str, method: &str, path: &str) -> Option<u16> {
     let mut s = TcpStream::connect(addr).ok()?;
     write!(
@@ -44,7 +49,7 @@ fn http(addr: &str, method: &str, path: &str) -> Option<u16> {
 }
 
 /// (endpoint, bucket url maker)
-fn server() -> (String, Box<dyn Fn(&str) -> String>) {
+fn server() -> (String, BucketMaker) {
     if let Ok(endpoint) = std::env::var("SESSIONLOG_S3_ENDPOINT") {
         let bucket = std::env::var("SESSIONLOG_S3_BUCKET").expect("SESSIONLOG_S3_BUCKET");
         return (
@@ -57,6 +62,8 @@ fn server() -> (String, Box<dyn Fn(&str) -> String>) {
         .expect("a free port")
         .port();
     let me = std::process::id();
+    // The shell stops the server and exits by itself once this process is gone.
+    #[allow(clippy::zombie_processes)]
     std::process::Command::new("sh")
         .arg("-c")
         .arg(format!(
@@ -114,7 +121,7 @@ fn run(events: u64, replicate: Option<(&str, &str)>) -> (f64, Vec<f64>) {
     }
     let rep = replicate.map(|(url, ep)| store.replicate(target(url, ep)).expect("replicate"));
     let stop = Arc::new(AtomicBool::new(false));
-    let acks: Arc<Mutex<Vec<(Instant, (u64, u64))>>> = Arc::default();
+    let acks: Timeline = Arc::default();
     let sampler = {
         let (stop, acks, path) = (stop.clone(), acks.clone(), dir.path().to_owned());
         std::thread::spawn(move || {
@@ -132,7 +139,7 @@ fn run(events: u64, replicate: Option<(&str, &str)>) -> (f64, Vec<f64>) {
         })
     };
     let started = Instant::now();
-    let shipped: Arc<Mutex<Vec<(Instant, (u64, u64))>>> = Arc::default();
+    let shipped: Timeline = Arc::default();
     let mut elapsed = Duration::ZERO;
     std::thread::scope(|s| {
         let appenders: Vec<_> = batches
@@ -210,7 +217,7 @@ fn big_store(dir: &std::path::Path, mib: u64) {
     .expect("open");
     let mut rng = SplitMix64::new(7);
     let target = mib << 20;
-    let mut seq = vec![0u64; 16];
+    let mut seq = [0u64; 16];
     for i in 0..16 {
         store
             .create_session(SessionHeader::new(format!("big-{i}"), 1))
@@ -304,11 +311,12 @@ fn main() {
     let t = Instant::now();
     let report = restore(&target(&url, &endpoint), None, dst.path().join("r")).expect("restore");
     println!(
-        "restore of {:.0} MiB: {:.1} s in all ({:.1} s download, {:.1} s index rebuild + verify), {} sessions, {} events, at {:?}",
+        "restore of {:.0} MiB: {:.1} s in all ({:.1} s download, {:.1} s index rebuild, {:.1} s verify), {} sessions, {} events, at {:?}",
         report.bytes as f64 / 1048576.0,
         t.elapsed().as_secs_f64(),
         report.download_time.as_secs_f64(),
         report.open_time.as_secs_f64(),
+        report.verify_time.as_secs_f64(),
         report.sessions,
         report.events,
         SystemTime::now()

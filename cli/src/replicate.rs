@@ -273,6 +273,13 @@ pub fn restore_cmd(default_store: &Path, args: &RestoreArgs) -> CliResult {
     let t = target(&args.from, &args.endpoint).map_err(|e| cli_error(e, &args.from))?;
     let report = match restore(&t, args.at, dir) {
         Ok(r) => r,
+        Err(ReplicateError::TargetNotEmpty(p)) if !p.is_dir() => {
+            return Err(format!(
+                "{} is a file: restore into a new or empty directory",
+                human_path(&p)
+            )
+            .into());
+        }
         Err(ReplicateError::TargetNotEmpty(p)) => {
             return Err(format!(
                 "{} is not empty: restore into a new or empty directory (a restore that was interrupted is resumed by running the same command again)",
@@ -305,11 +312,12 @@ pub fn restore_cmd(default_store: &Path, args: &RestoreArgs) -> CliResult {
     .map_err(stdout_error)?;
     writeln!(
         out,
-        "index rebuilt from the log and verified: {} session(s), {} event(s) ({:.1} s download, {:.1} s open and verify)",
+        "index rebuilt from the log and verified: {} session(s), {} event(s) ({:.1} s download, {:.1} s index rebuild, {:.1} s verify)",
         report.sessions,
         report.events,
         report.download_time.as_secs_f64(),
-        report.open_time.as_secs_f64()
+        report.open_time.as_secs_f64(),
+        report.verify_time.as_secs_f64()
     )
     .map_err(stdout_error)?;
     Ok(ExitCode::SUCCESS)

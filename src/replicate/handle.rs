@@ -266,6 +266,7 @@ async fn run(
         match Shipper::start(remote.clone(), dir.clone(), replicator.clone()).await {
             Ok(s) => break s,
             Err(e) => {
+                // A missing bucket is the caller's to fix before starting.
                 let fatal = !matches!(e, ReplicateError::Remote { .. });
                 {
                     let mut s = lock(&shared.stats);
@@ -317,16 +318,19 @@ async fn run(
                     resync = false;
                 }
                 Err(e) => {
-                    let fatal = !matches!(e, ReplicateError::Remote { .. });
-                    let mut s = lock(&shared.stats);
-                    s.rounds += 1;
-                    s.failing += 1;
-                    s.last_error = Some(e.to_string());
-                    if fatal && matches!(e, ReplicateError::Leased { .. }) {
-                        s.stopped = Some(Some(e.to_string()));
+                    let fatal = matches!(e, ReplicateError::Leased { .. });
+                    {
+                        let mut s = lock(&shared.stats);
+                        s.rounds += 1;
+                        s.failing += 1;
+                        s.last_error = Some(e.to_string());
+                        if fatal {
+                            s.stopped = Some(Some(e.to_string()));
+                        }
+                    }
+                    if fatal {
                         return;
                     }
-                    drop(s);
                     let wait = backoff;
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                     if draining {
@@ -362,7 +366,10 @@ async fn run(
             }
             Err(e) => {
                 let fatal = matches!(e, ReplicateError::Leased { .. });
-                resync = matches!(e, ReplicateError::Remote { .. });
+                resync = matches!(
+                    e,
+                    ReplicateError::Remote { .. } | ReplicateError::NoBucket { .. }
+                );
                 let mut s = lock(&shared.stats);
                 s.rounds += 1;
                 s.failing += 1;

@@ -63,6 +63,16 @@ pub enum ReplicateError {
         /// The object store's error.
         detail: String,
     },
+    /// The bucket does not exist (an upload was answered "not found").
+    #[error(
+        "the bucket {bucket} does not exist there ({detail}): create it first, or check the bucket name and --endpoint"
+    )]
+    NoBucket {
+        /// The bucket.
+        bucket: String,
+        /// The object store's answer.
+        detail: String,
+    },
     /// A local file could not be read or written.
     #[error("{path}: {source}")]
     Io {

@@ -41,11 +41,25 @@ impl Remote {
     /// Writes `bytes` to `path` (replacing an object of the same name: parts and manifests
     /// are written once, or again with the same bytes).
     pub async fn put(&self, path: &ObjectPath, bytes: Vec<u8>) -> Result<(), ReplicateError> {
-        self.store
-            .put(path, PutPayload::from(bytes))
-            .await
-            .map(|_| ())
-            .map_err(|e| remote_error("uploading", path, e))
+        match self.store.put(path, PutPayload::from(bytes)).await {
+            Ok(_) => Ok(()),
+            Err(e @ object_store::Error::NotFound { .. }) => Err(self.no_bucket(e)),
+            Err(e) => Err(remote_error("uploading", path, e)),
+        }
+    }
+
+    /// An upload answered "not found": the bucket is missing.
+    fn no_bucket(&self, e: object_store::Error) -> ReplicateError {
+        let bucket = self
+            .url
+            .strip_prefix("s3://")
+            .and_then(|r| r.split('/').next())
+            .unwrap_or(&self.url)
+            .to_owned();
+        ReplicateError::NoBucket {
+            bucket,
+            detail: e.to_string(),
+        }
     }
 
     /// Writes `bytes` to `path` only if it does not exist (`etag: None`) or still has `etag`.
@@ -80,6 +94,7 @@ impl Remote {
                 object_store::Error::NotImplemented { .. }
                 | object_store::Error::NotSupported { .. },
             ) => Ok(Conditional::Unsupported),
+            Err(e @ object_store::Error::NotFound { .. }) => Err(self.no_bucket(e)),
             Err(e) => Err(remote_error("uploading", path, e)),
         }
     }

@@ -46,10 +46,12 @@ pub struct RestoreReport {
     pub sessions: usize,
     /// Events checked by the verification.
     pub events: u64,
-    /// Time spent downloading, and opening and verifying.
+    /// Time spent downloading (and checking) the parts.
     pub download_time: Duration,
-    /// Time spent opening (rebuilding the index) and verifying.
+    /// Time spent opening the store (rebuilding the index from the log).
     pub open_time: Duration,
+    /// Time spent verifying the store.
+    pub verify_time: Duration,
 }
 
 /// Restores the replica at `from` into `dir` (new or empty, or holding an interrupted
@@ -88,6 +90,8 @@ pub fn restore(
     let _ = std::fs::remove_dir_all(&staging);
     let opened = Instant::now();
     let store = Store::open(dir, Config::default())?;
+    report.open_time = opened.elapsed();
+    let verifying = Instant::now();
     let verified = store.verify()?;
     let mut problems: Vec<String> = verified
         .bad_frames
@@ -105,7 +109,7 @@ pub fn restore(
         path: dir.to_path_buf(),
         detail: e.to_string(),
     })?;
-    report.open_time = opened.elapsed();
+    report.verify_time = verifying.elapsed();
     if !problems.is_empty() {
         return Err(ReplicateError::Verify {
             path: dir.to_path_buf(),
@@ -118,6 +122,9 @@ pub fn restore(
 /// Creates `dir` (private) or accepts it empty or holding only an interrupted restore's
 /// staging directory; returns the staging directory.
 fn prepare_target(dir: &Path) -> Result<PathBuf, ReplicateError> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(ReplicateError::TargetNotEmpty(dir.to_path_buf()));
+    }
     crate::fs::create_private_dir_all(dir).map_err(|e| ReplicateError::io(dir, e))?;
     let entries = std::fs::read_dir(dir).map_err(|e| ReplicateError::io(dir, e))?;
     for entry in entries {
@@ -169,6 +176,7 @@ async fn download(
         events: 0,
         download_time: Duration::ZERO,
         open_time: Duration::ZERO,
+        verify_time: Duration::ZERO,
     };
     let dir = staging.join(SEGMENTS_DIR);
     // Segments of another manifest left by an interrupted restore past this one's end.

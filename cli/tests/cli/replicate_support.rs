@@ -51,6 +51,8 @@ fn start_moto() -> Option<String> {
         "moto_server -p {port} -H 127.0.0.1 >/dev/null 2>&1 & m=$!; \
          while kill -0 {me} 2>/dev/null && kill -0 $m 2>/dev/null; do sleep 1; done; kill $m 2>/dev/null"
     );
+    // The shell stops the server and exits by itself once this process is gone.
+    #[allow(clippy::zombie_processes)]
     std::process::Command::new("sh")
         .args(["-c", &script])
         .stdin(std::process::Stdio::null())
