@@ -12,7 +12,8 @@ use super::{ReplicaTarget, ReplicateError};
 use crate::error::LogPosition;
 use crate::store::{Store, now_ms};
 
-/// How often the remote retention runs.
+/// How often the remote retention runs (more often when the window is shorter than 4 min:
+/// a quarter of it, never more often than the shipping interval).
 const RETENTION_EVERY: Duration = Duration::from_secs(60);
 /// The longest wait between attempts while the object store fails.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -301,6 +302,9 @@ async fn run(
     if let Some(tx) = started.take() {
         let _ = tx.send(Ok(()));
     }
+    let retention_every = RETENTION_EVERY
+        .min(Duration::from_millis(retain_ms / 4))
+        .max(interval);
     let mut last_retention = Instant::now();
     let mut backoff = interval;
     // After a failed round the remote is read again before shipping on: what it holds may
@@ -381,7 +385,7 @@ async fn run(
             }
         }
         let failing = lock(&shared.stats).failing > 0;
-        if !failing && !draining && last_retention.elapsed() >= RETENTION_EVERY {
+        if !failing && !draining && last_retention.elapsed() >= retention_every {
             last_retention = Instant::now();
             let building: Vec<_> = shipper.current().collect();
             let renewed = shipper.lease.renew(&shipper.remote).await;

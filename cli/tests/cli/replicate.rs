@@ -436,3 +436,52 @@ fn the_command_line_refuses_what_it_cannot_do_safely() {
     assert_eq!(empty.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&empty.stderr).contains("sessionlog replicate --to"));
 }
+
+/// The remote's own retention (format-spec.md §12.6) with a window of 300 ms: old manifests
+/// and the generation a GC replaced go, and the newest restore is still whole.
+#[test]
+fn remote_retention_keeps_what_a_restore_needs() {
+    let _g = serial();
+    if skip() {
+        return;
+    }
+    let endpoint = server().unwrap();
+    let url = bucket_url("retain");
+    let src = tempfile::tempdir().unwrap();
+    let store = writable(src.path(), 16 << 10);
+    let ids = ["r0", "r1", "r2"];
+    append(&store, &ids, 60);
+    let rep = store
+        .replicate(target(&url, endpoint).retain(Duration::from_millis(300)))
+        .unwrap();
+    assert!(wait_for(30, || rep.stats().caught_up() && rep.stats().manifests > 0));
+    let first = rep.stats().shipped_at.unwrap();
+    store.delete_session("r1").unwrap();
+    store.delete_session("r2").unwrap();
+    let gc = store.gc(GcOptions::default(), &mut |_, _| {}).unwrap();
+    assert!(!gc.compacted.is_empty(), "{gc:?}");
+    for _ in 0..8 {
+        append(&store, &["r0"], 5);
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    assert!(wait_for(30, || rep.stats().pruned > 0), "{:?}", rep.stats());
+    let stats = rep.stop().unwrap();
+    assert!(stats.generations >= 1, "{stats:?}");
+    store.close().unwrap();
+    // The manifest of the first round is gone: a restore at its time finds none.
+    let dst = tempfile::tempdir().unwrap();
+    let early = restore(
+        &target(&url, endpoint),
+        Some(first),
+        dst.path().join("early"),
+    );
+    assert!(
+        matches!(
+            early,
+            Err(sessionlog::replicate::ReplicateError::NoManifest(_))
+        ),
+        "{early:?}"
+    );
+    restore(&target(&url, endpoint), None, dst.path().join("now")).unwrap();
+    assert_eq!(snapshot(src.path()), snapshot(&dst.path().join("now")));
+}
