@@ -80,9 +80,9 @@ struct Shared {
     wake: tokio::sync::Notify,
 }
 
-/// A running replicator ([`replicate`], [`Store::replicate`]). Dropping it stops shipping at
-/// once (what the last round shipped stays consistent); [`Replicator::stop`] ships what is
-/// acknowledged first.
+/// A running replicator ([`replicate`], [`Store::replicate`]). Dropping it stops shipping
+/// after the request in flight, if any (what the last round shipped stays consistent);
+/// [`Replicator::stop`] ships what is acknowledged first.
 #[derive(Debug)]
 pub struct Replicator {
     shared: Arc<Shared>,

@@ -41,7 +41,7 @@ use crate::error::{LogPosition, OpenError};
 pub enum ReplicateError {
     /// The replica URL is not `s3://BUCKET[/PREFIX]`, or its prefix is not a valid object
     /// name.
-    #[error("bad replica URL {url:?}: {reason} (write it as s3://BUCKET/PREFIX)")]
+    #[error("bad replica URL \"{url}\": {reason} (write it as s3://BUCKET/PREFIX)")]
     Url {
         /// The URL given.
         url: String,

@@ -149,6 +149,10 @@ impl Shipper {
         acknowledged: &mut Option<Round>,
     ) -> Result<Round, ReplicateError> {
         let mut round = Round::default();
+        // Renewed whatever the round does, so an idle replicator keeps its prefix.
+        if self.lease.due() {
+            self.lease.renew(&self.remote).await?;
+        }
         let log = LocalLog::list(&self.store_dir)?;
         if log.gc_installing {
             *acknowledged = Some(round);
