@@ -485,3 +485,78 @@ fn remote_retention_keeps_what_a_restore_needs() {
     restore(&target(&url, endpoint), None, dst.path().join("now")).unwrap();
     assert_eq!(snapshot(src.path()), snapshot(&dst.path().join("now")));
 }
+
+/// The object store as the tests see it (to move and damage objects).
+fn raw_store(url: &str, endpoint: &str) -> (object_store::aws::AmazonS3, String) {
+    let rest = url.strip_prefix("s3://").unwrap();
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    let mut b = object_store::aws::AmazonS3Builder::new()
+        .with_bucket_name(bucket)
+        .with_endpoint(endpoint)
+        .with_allow_http(true)
+        .with_region("us-east-1");
+    for (k, v) in credentials() {
+        match k {
+            "AWS_ACCESS_KEY_ID" => b = b.with_access_key_id(v),
+            "AWS_SECRET_ACCESS_KEY" => b = b.with_secret_access_key(v),
+            _ => {}
+        }
+    }
+    (b.build().unwrap(), prefix.to_owned())
+}
+
+/// A restore that fails part way (a part missing, then a part damaged) names the object,
+/// and the same restore run again resumes: the segments it had checked are kept.
+#[test]
+fn an_interrupted_or_damaged_restore_is_reported_and_resumed() {
+    use futures_util::TryStreamExt;
+    use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+    let _g = serial();
+    if skip() {
+        return;
+    }
+    let endpoint = server().unwrap();
+    let url = bucket_url("resume-restore");
+    let src = tempfile::tempdir().unwrap();
+    let store = writable(src.path(), 8 << 10);
+    append(&store, &["m0", "m1", "m2", "m3"], 120);
+    let rep = store.replicate(target(&url, endpoint)).unwrap();
+    let stats = rep.stop().unwrap();
+    store.close().unwrap();
+    let last = stats.shipped.segment;
+    assert!(last >= 3, "{stats:?}");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (raw, prefix) = raw_store(&url, endpoint);
+    let dir = object_store::path::Path::from(format!("{prefix}/segments/{last:020}"));
+    let parts: Vec<_> = rt
+        .block_on(raw.list(Some(&dir)).try_collect::<Vec<_>>())
+        .unwrap();
+    let part = parts[0].location.clone();
+    let bytes = rt.block_on(async { raw.get(&part).await.unwrap().bytes().await.unwrap() });
+    // The last segment's part goes missing: the restore fails naming it.
+    rt.block_on(raw.delete(&part)).unwrap();
+    let dst = tempfile::tempdir().unwrap();
+    let err = restore(&target(&url, endpoint), None, dst.path()).unwrap_err();
+    assert!(err.to_string().contains(&format!("{last:020}")), "{err}");
+    // Damaged bytes: refused, naming the object.
+    let mut flipped = bytes.to_vec();
+    let at = flipped.len() - 3;
+    flipped[at] ^= 0x20;
+    rt.block_on(raw.put(&part, PutPayload::from(flipped)))
+        .unwrap();
+    let err = restore(&target(&url, endpoint), None, dst.path()).unwrap_err();
+    assert!(
+        err.to_string().contains("damaged") && err.to_string().contains(part.as_ref()),
+        "{err}"
+    );
+    // The part is back: the restore resumes, keeping what it had downloaded and checked.
+    rt.block_on(raw.put(&part, PutPayload::from(bytes)))
+        .unwrap();
+    let report = restore(&target(&url, endpoint), None, dst.path()).unwrap();
+    assert_eq!(report.resumed_segments, last - 1, "{report:?}");
+    assert!(report.downloaded < report.bytes, "{report:?}");
+    assert_eq!(snapshot(src.path()), snapshot(dst.path()));
+}
