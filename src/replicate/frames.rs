@@ -160,7 +160,7 @@ mod tests {
         assert!(check_part(&bytes[..bytes.len() - 1], 1, 0).is_err());
         // A flipped bit is.
         let mut flipped = bytes.clone();
-        flipped[first_end as usize + 20] ^= 1;
+        flipped[first_end as usize + 17] ^= 1;
         let c = check_frames(&flipped[32..], 32, false);
         assert_eq!(c.damage.map(|d| d.0), Some(first_end));
         assert!(check_part(&flipped, 1, 0).is_err());
