@@ -84,6 +84,11 @@ pub mod store;
 #[cfg(not(feature = "internals"))]
 mod store;
 
+/// Continuous replication to S3-compatible object storage, and restore (feature `s3`;
+/// the remote layout is format-spec.md §12).
+#[cfg(feature = "s3")]
+pub mod replicate;
+
 pub mod typed;
 
 /// The typed causes the errors carry (what `source()` returns, and the fields of

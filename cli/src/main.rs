@@ -24,6 +24,7 @@ mod gc;
 mod inspect;
 pub mod output;
 mod progress;
+mod replicate;
 mod retain;
 mod transfer;
 mod verify;
@@ -144,6 +145,14 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         out_dir: Option<PathBuf>,
     },
+    /// Ship the store's log to S3-compatible object storage, continuously, until interrupted
+    /// (Ctrl-C or SIGTERM: what is acknowledged is shipped, then it exits). Runs beside the
+    /// process that writes the store, or none. Credentials and endpoint: AWS_ACCESS_KEY_ID,
+    /// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL, AWS_ALLOW_HTTP, or --endpoint.
+    Replicate(replicate::ReplicateArgs),
+    /// Build a store from a replica: the log as shipped at --at TIME (default: the newest),
+    /// its index rebuilt and verified. An interrupted restore resumes when run again.
+    Restore(replicate::RestoreArgs),
     /// Test harness: append synthetic events with `Sync` durability from several threads,
     /// printing `ack <session> <seq>` after each durable append, until killed.
     #[command(hide = true)]
@@ -295,6 +304,8 @@ fn run(cli: Cli) -> CliResult {
         Command::Retain(args) => retain::retain(&store, &args),
         Command::Gc { dry_run, erase } => gc::gc(&store, dry_run, erase),
         Command::Recover { salvage } => recover(&store, salvage),
+        Command::Replicate(args) => replicate::replicate_cmd(&store, &args),
+        Command::Restore(args) => replicate::restore_cmd(&store, &args),
         Command::CrashWriter { threads } => {
             crash_writer(&store, threads)?;
             Ok(ExitCode::SUCCESS)

@@ -230,6 +230,15 @@ fn bound_for(dir: &Path, alive: bool, published: Option<Published>) -> Option<Op
     }
 }
 
+/// Where a reader of the files would stop now (the replicator's question): `Some(Some(p))`
+/// the live writer's published position, `Some(None)` no live writer (the log's last whole
+/// operation), `None` a live writer that has published nothing yet (wait).
+pub(crate) fn current_bound(dir: &Path) -> Result<Option<Option<LogPosition>>, OpenError> {
+    let published = read_published_settled(dir);
+    let alive = writer_alive(dir)?;
+    Ok(bound_for(dir, alive, published))
+}
+
 /// The process id a writer recorded in `LOCK` (`None` while it is being rewritten).
 fn lock_holder(dir: &Path) -> Option<u32> {
     use std::io::Read;

@@ -24,11 +24,11 @@ mod config;
 mod create;
 mod erase;
 mod follow;
-mod gc;
+pub(crate) mod gc;
 mod gc_background;
 #[cfg(feature = "internals")]
 mod internals;
-mod live;
+pub(crate) mod live;
 mod lock;
 mod numhash;
 mod open;

@@ -19,6 +19,8 @@ mod hygiene;
 mod index_damage;
 mod live_readers;
 mod polish;
+mod replicate;
+mod replicate_support;
 mod retain;
 
 /// Every test of this binary takes this lock and runs alone. A test that spawns the CLI forks
