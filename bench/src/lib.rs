@@ -81,7 +81,8 @@ pub struct BenchArgs {
     /// benchmark runs on the project's disk; never a RAM disk).
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Run only these sections (comma-separated: append, latency, resume, reopen, replay, gc).
+    /// Run only these sections (comma-separated: append, latency, resume, written, reopen,
+    /// replay, gc; `resume` includes `written`, the resume of sessions however written).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Run only these peers (comma-separated names; sessionlog always runs).
@@ -448,7 +449,7 @@ fn run_all(args: &BenchArgs) -> BenchResult<()> {
     } else {
         (Vec::new(), Vec::new(), Vec::new())
     };
-    let written = if ctx.section("resume") {
+    let written = if ctx.section("resume") || ctx.section("written") {
         written::written_section(&mut ctx)?
     } else {
         Vec::new()

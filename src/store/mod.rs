@@ -688,7 +688,11 @@ impl StoreLookup<'_> {
                 seq,
                 message: e.to_string(),
             })?;
-        // The rules see older record shapes converted, as dsh's loader presents them.
+        // The rules see older record shapes converted, as dsh's loader presents them. A
+        // message event that already names its identity is current: no parse.
+        if read::current_message_shape(&event.kind, &event.data) {
+            return Ok(Some(std::borrow::Cow::Owned(event)));
+        }
         let id = self
             .store
             .registry()

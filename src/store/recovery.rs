@@ -9,7 +9,8 @@ use crate::event::Seq;
 use crate::index::{Index, IndexBatch, Location, Watermark};
 use crate::log::Segments;
 use crate::log::frame::FrameLimits;
-use crate::log::record::{EventRecord, Record};
+use crate::log::peek::{Utf8, peek_event};
+use crate::log::record::Record;
 use crate::log::scan::{self, BadFrame, RecoveryMode, ScanReport, ScannedFrame};
 use crate::log::segment::{self, HeaderCheck, SEGMENT_HEADER_LEN};
 
@@ -431,24 +432,42 @@ impl Tail {
         report: &mut RecoveryReport,
     ) -> Result<(), OpenError> {
         let version = segments.version(frame.position.segment);
-        let records = match Record::decode_all(&frame.payload) {
-            Ok(records) => records,
-            Err(_) if frame.dropped => return Ok(()),
-            Err(e) => {
-                return Err(OpenError::Corruption {
-                    position: frame.position,
-                    reason: Damage::Records(e),
-                });
-            }
-        };
         if frame.dropped {
-            self.report_dropped(records, frame.position, report);
+            if let Ok(records) = Record::decode_all(&frame.payload) {
+                self.report_dropped(records, frame.position, report);
+            }
             return Ok(());
         }
         let compacted = segments
             .first_compacted()
             .is_some_and(|c| c <= frame.position.segment);
-        for (record_offset, record) in records {
+        let payload = &frame.payload[..];
+        let mut at = 0usize;
+        while let Some(bytes) = payload.get(at..).filter(|b| !b.is_empty()) {
+            let record_offset = at as u32;
+            // An event record (nearly all of them) is read by its header: no copy of its
+            // strings (their UTF-8 is still checked, as a full decode would).
+            if let Some(head) = peek_event(bytes, Utf8::Check) {
+                at += head.len;
+                if compacted && self.registry.get(head.session).is_none() {
+                    continue;
+                }
+                let loc = Location {
+                    segment: frame.position.segment,
+                    frame_offset: frame.position.offset,
+                    frame_len: frame.frame_len,
+                    record_offset,
+                };
+                let (session, seq, time, data_len) =
+                    (head.session, head.seq, head.time, head.data_len);
+                self.event(session, seq, time, data_len, loc, report)?;
+                continue;
+            }
+            let (record, rest) = Record::decode(bytes).map_err(|e| OpenError::Corruption {
+                position: frame.position,
+                reason: Damage::Records(e),
+            })?;
+            at = payload.len() - rest.len();
             if compacted && super::gc::collected(&self.registry, &record) {
                 continue;
             }
@@ -546,7 +565,8 @@ impl Tail {
                     frame_len: frame.frame_len,
                     record_offset,
                 };
-                self.event(session, &event, loc, report)?;
+                let data_len = event.data.len();
+                self.event(session, event.seq, event.time, data_len, loc, report)?;
             }
         }
         Ok(())
@@ -580,7 +600,9 @@ impl Tail {
     fn event(
         &mut self,
         session: u64,
-        event: &EventRecord,
+        seq: Seq,
+        time: i64,
+        data_len: usize,
         loc: Location,
         report: &mut RecoveryReport,
     ) -> Result<(), OpenError> {
@@ -588,11 +610,7 @@ impl Tail {
             segment: loc.segment,
             offset: loc.frame_offset,
         };
-        let data_len = event.data.len();
-        match self
-            .registry
-            .event(session, event.seq, event.time, data_len)
-        {
+        match self.registry.event(session, seq, time, data_len) {
             Ok(_) => {}
             Err(RegistryError::Gap { id, got, .. }) if self.salvage => {
                 report.dropped_events.push((id, got, position));
@@ -602,15 +620,15 @@ impl Tail {
                 // Its creation record was in a damaged frame.
                 report
                     .dropped_events
-                    .push((format!("session number {n}"), event.seq, position));
+                    .push((format!("session number {n}"), seq, position));
                 return Ok(());
             }
             Err(e) => return Err(corrupt(position, e)),
         }
         if self.index_writable {
-            self.batch.events.push((session, event.seq, loc));
+            self.batch.events.push((session, seq, loc));
         } else {
-            self.overlay.push((session, event.seq, loc));
+            self.overlay.push((session, seq, loc));
         }
         self.dirty.insert(session);
         report.events_recovered += 1;
@@ -807,7 +825,7 @@ fn watermark_problem(
         .ok()
         .map(|fl| {
             segments
-                .read_frame(
+                .check_frame(
                     LogPosition {
                         segment: w.segment,
                         offset: w.last_frame,
