@@ -235,6 +235,8 @@ pub struct ReopenRow {
     pub clean_ms: f64,
     /// Open after a crash (`abandon`) with the whole log as unindexed tail, ms.
     pub crash_ms: f64,
+    /// `Store::catch_up` right after that open (every session folded), ms.
+    pub catch_up_ms: f64,
     /// Frames the crash recovery scanned.
     pub frames_scanned: u64,
     /// Events the crash recovery indexed.

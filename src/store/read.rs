@@ -236,19 +236,15 @@ impl Store {
     /// Every live session with its counters, in creation order. Reads only the in-memory
     /// registry (no segment is opened).
     pub fn sessions(&self) -> Vec<SessionInfo> {
-        if self.view.is_some() {
-            self.fold_behind(None);
-        }
+        self.settle(None);
         self.registry().live().into_iter().map(info_of).collect()
     }
 
     /// One live session's counters, as [`Store::sessions`] lists them (`None`: no such
     /// session). Reads only the in-memory registry.
     pub fn session_info(&self, session: &str) -> Option<SessionInfo> {
-        if self.view.is_some()
-            && let Some(number) = self.number_of(session)
-        {
-            self.fold_behind(Some(number));
+        if let Some(number) = self.number_of(session) {
+            self.settle(Some(number));
         }
         self.registry().by_id(session).map(info_of)
     }
@@ -271,9 +267,7 @@ impl Store {
             let (state, _) = self.verbatim_view(number)?;
             return Ok(state.surface().nodes().to_vec());
         }
-        if self.view.is_some() {
-            self.fold_behind(Some(number));
-        }
+        self.settle(Some(number));
         let core = self.core(number);
         let core = lock(&core);
         if let Some(state) = &core.state {
