@@ -541,10 +541,10 @@ pub(crate) struct FrameCache {
     /// The segments' GC generation the cached frames were read at.
     generation: u64,
     /// (segment, frame offset) and payload, most recently used last.
-    frames: Vec<((u64, u64), Arc<Vec<u8>>)>,
+    frames: Vec<(FrameKey, Arc<Vec<u8>>)>,
     /// The last event read: (its frame, session number, seq, offset just past its record),
     /// so reading the session's next seq from that frame continues the walk from there.
-    cursor: Option<((u64, u64), u64, Seq, usize)>,
+    cursor: Option<(FrameKey, u64, Seq, usize)>,
     /// The index runs last looked up (a frame's records never move but in a GC, which moves
     /// `generation` and empties the cache).
     runs: Option<RunBatch>,
@@ -652,8 +652,11 @@ pub(super) fn current_message_shape(kind: &str, data: &str) -> bool {
     found
 }
 
-/// The frame a location is in: (segment, frame offset).
-fn frame_key(loc: &Location) -> (u64, u64) {
+/// A frame: (segment, frame offset).
+type FrameKey = (u64, u64);
+
+/// The frame a location is in.
+fn frame_key(loc: &Location) -> FrameKey {
     (loc.segment, loc.frame_offset)
 }
 
