@@ -53,6 +53,8 @@ pub struct RecoveryReport {
     pub removed_segment: Option<u64>,
     /// Sessions whose state could not be replayed after recovery (session id, error); the
     /// error returns when the session is used (e.g. a damaged frame behind the watermark).
+    /// Filled by the opens that catch up (a read-only open, an index built from the whole
+    /// log); a writable open after a crash leaves each session's catch-up to its first use.
     pub catch_up_failures: Vec<(String, String)>,
     /// A read-only open of a store that needs recovery (its writer crashed: redb commits to
     /// repair, an unindexed or torn log tail, a damaged, missing or old index): why. The
