@@ -81,7 +81,8 @@ pub struct BenchArgs {
     /// benchmark runs on the project's disk; never a RAM disk).
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Run only these sections (comma-separated: append, latency, resume, reopen, replay, gc).
+    /// Run only these sections (comma-separated: append, latency, resume, written, reopen,
+    /// replay, gc; `resume` includes `written`, the resume of sessions however written).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Run only these peers (comma-separated names; sessionlog always runs).
@@ -234,6 +235,8 @@ pub struct ReopenRow {
     pub clean_ms: f64,
     /// Open after a crash (`abandon`) with the whole log as unindexed tail, ms.
     pub crash_ms: f64,
+    /// `Store::catch_up` right after that open (every session folded), ms.
+    pub catch_up_ms: f64,
     /// Frames the crash recovery scanned.
     pub frames_scanned: u64,
     /// Events the crash recovery indexed.
@@ -448,7 +451,7 @@ fn run_all(args: &BenchArgs) -> BenchResult<()> {
     } else {
         (Vec::new(), Vec::new(), Vec::new())
     };
-    let written = if ctx.section("resume") {
+    let written = if ctx.section("resume") || ctx.section("written") {
         written::written_section(&mut ctx)?
     } else {
         Vec::new()

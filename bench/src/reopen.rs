@@ -92,6 +92,12 @@ pub(crate) fn reopen_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<ReopenRow>> {
         let store = Store::open(&dir, Config::default())?;
         let crash_ms = t.elapsed().as_secs_f64() * 1e3;
         let report = store.recovery_report().clone();
+        let t = Instant::now();
+        let failures = store.catch_up()?;
+        let catch_up_ms = t.elapsed().as_secs_f64() * 1e3;
+        if !failures.is_empty() {
+            return Err(format!("the catch-up after the crash failed: {failures:?}").into());
+        }
         store.close()?;
 
         let t = Instant::now();
@@ -117,12 +123,13 @@ pub(crate) fn reopen_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<ReopenRow>> {
             events: fill.events,
             clean_ms,
             crash_ms,
+            catch_up_ms,
             frames_scanned: report.frames_scanned,
             events_recovered: report.events_recovered,
             rebuild_ms,
         };
         progress(format!(
-            "log {:.1} MB ({} events): clean open {clean_ms:.1} ms, after crash {crash_ms:.1} ms ({} frames / {} events scanned), rebuild {rebuild_ms:.1} ms",
+            "log {:.1} MB ({} events): clean open {clean_ms:.1} ms, after crash {crash_ms:.1} ms ({} frames / {} events scanned), catch-up {catch_up_ms:.1} ms, rebuild {rebuild_ms:.1} ms",
             fill.log_bytes as f64 / 1e6,
             fill.events,
             row.frames_scanned,

@@ -390,6 +390,10 @@ fn recover(dir: &std::path::Path, salvage: bool) -> CliResult {
         .check_index(true);
     let store = Store::open(dir, config)?;
     let r = store.recovery_report().clone();
+    // The open leaves the sessions a crash left behind to their first use; recover brings
+    // them all up to date, so readers do not fold them again (a session that fails to
+    // replay keeps its error for when it is used, and `verify` names it).
+    store.catch_up()?;
     store.close()?;
     crate::say!(
         "recovered {}: scanned {} frame(s) from {}, {} event(s) indexed",

@@ -45,6 +45,7 @@ pub use js::JsVal;
 pub(crate) use js::{Throws, parse_data, parse_data_paths, prop, property_key};
 pub use limits::{DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonLimits, NegativeZero};
 pub use parse::{parse, parse_bytes, parse_with, validate, validate_bytes, validate_with};
+pub(crate) use raw::visit_members_valid;
 pub use raw::{
     RawMember, raw_member, raw_member_with_policy, raw_members, raw_members_with,
     raw_members_with_policy,

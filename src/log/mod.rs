@@ -4,6 +4,7 @@
 //! appends of all sessions durable. See `format-spec.md` for the bytes.
 
 pub mod frame;
+pub(crate) mod peek;
 pub mod record;
 pub mod scan;
 pub mod segment;
@@ -357,6 +358,44 @@ impl Segments {
         frame_len: u32,
         limits: &FrameLimits,
     ) -> Result<Vec<u8>, ReadError> {
+        let (header, buf) = self.read_checked(position, frame_len, limits)?;
+        frame::decode_payload(&header, &buf[8..]).map_err(|e| ReadError::Corruption {
+            position,
+            detail: e.to_string(),
+        })
+    }
+
+    /// Checks the frame at `position` whose on-disk length is `frame_len` as
+    /// [`Segments::read_frame`] does (header, flags, length, CRC over the stored bytes)
+    /// without decompressing its payload.
+    pub fn check_frame(
+        &self,
+        position: LogPosition,
+        frame_len: u32,
+        limits: &FrameLimits,
+    ) -> Result<(), ReadError> {
+        let (header, buf) = self.read_checked(position, frame_len, limits)?;
+        let computed = crc32fast::hash(&buf[8..]);
+        if computed != header.crc {
+            return Err(ReadError::Corruption {
+                position,
+                detail: DecodeError::Crc {
+                    stored: header.crc,
+                    computed,
+                }
+                .to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The frame's header and bytes, its length checked against the limits and the header.
+    fn read_checked(
+        &self,
+        position: LogPosition,
+        frame_len: u32,
+        limits: &FrameLimits,
+    ) -> Result<(FrameHeader, Vec<u8>), ReadError> {
         let io_err = |source| ReadError::Io {
             path: self.path(position.segment),
             source,
@@ -409,6 +448,6 @@ impl Segments {
                 ),
             }));
         }
-        frame::decode_payload(&header, &buf[8..]).map_err(corrupt)
+        Ok((header, buf))
     }
 }

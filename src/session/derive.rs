@@ -94,12 +94,18 @@ pub fn derive_messages(
         let event = lookup
             .event_at(seq)?
             .ok_or(DeriveError::MissingNode { seq })?;
-        if let Some(json) = derive_event_message(&event)? {
-            out.push(DerivedMessage {
-                seq,
-                json: json.to_string(),
-            });
-        }
+        let Some(json) = derive_event_message(&event)? else {
+            continue;
+        };
+        // A message that is the whole of an event the lookup handed over (a user message)
+        // takes the event's text instead of a copy of it.
+        let part = (json.len() != event.data.len()).then(|| json.to_string());
+        let json = match (part, event) {
+            (Some(part), _) => part,
+            (None, std::borrow::Cow::Owned(e)) => e.data,
+            (None, std::borrow::Cow::Borrowed(e)) => e.data.clone(),
+        };
+        out.push(DerivedMessage { seq, json });
     }
     Ok(out)
 }

@@ -61,7 +61,7 @@ pub struct Config {
     /// zstd level for frames. Default 1.
     pub zstd_level: i32,
     /// After this many log bytes, a sync makes the index commit durable (bounds the tail
-    /// recovery scans). Default 16 MiB.
+    /// recovery scans after a crash: about 30 ms at the scan's ~150 MB/s). Default 4 MiB.
     pub checkpoint_bytes: u64,
     /// Limits for validating event JSON.
     pub json_limits: JsonLimits,
@@ -199,7 +199,7 @@ impl Default for Config {
             batch_bytes: 1 << 20,
             compress_threshold: 512,
             zstd_level: 1,
-            checkpoint_bytes: 16 << 20,
+            checkpoint_bytes: 4 << 20,
             json_limits: JsonLimits::default(),
             invariants: InvariantMode::Always,
             repair_on_resume: true,

@@ -19,6 +19,7 @@
 //! ```
 
 mod append;
+mod catch_up;
 mod commit;
 mod config;
 mod create;
@@ -275,6 +276,7 @@ impl Store {
             let r = live::open_reader_index(&dir, &segments, &config, limits)?;
             (r.index, r.recovered, Some(r.view))
         };
+        let whole_log = recovered.whole_log || recovered.report.index_rebuilt;
         let index = Arc::new(index);
         let committer = writable.then(|| {
             Arc::new(Committer::new(
@@ -349,14 +351,36 @@ impl Store {
             store.catch_up_in_memory();
         }
         if writable {
-            // Damaged sessions are reported in `catch_up_failures`; what fails here is
-            // writing the replayed state (an I/O error or a poisoned committer).
-            store.catch_up().map_err(|e| OpenError::Io {
-                path: store.dir.clone(),
-                source: std::io::Error::other(format!(
-                    "writing session state replayed after recovery failed: {e}"
-                )),
-            })?;
+            // After a crash, sessions whose surface the index does not cover to their last
+            // event (the tail recovery indexed) are folded when first used (`settle`), not
+            // here: a crashed store reopens in the time of its tail's scan. An index rebuilt
+            // from the log is caught up whole (it was built from the whole log anyway).
+            if whole_log {
+                let failures = store.catch_up().map_err(|e| OpenError::Io {
+                    path: store.dir.clone(),
+                    source: std::io::Error::other(format!(
+                        "writing session state replayed after recovery failed: {e}"
+                    )),
+                })?;
+                store.report.catch_up_failures = failures;
+            } else if !store.behind().is_empty() {
+                // What this open serves of a crashed process's tail may be only in the page
+                // cache (that process wrote it without syncing, and its index commits
+                // survived with the cache): it is synced now, as the eager catch-up's write
+                // synced it, so nothing the store serves can vanish in a power loss
+                // (`multiframe-restart` seed 722 of the simulator).
+                let c = store.committer().map_err(|e| OpenError::Io {
+                    path: store.dir.clone(),
+                    source: std::io::Error::other(e.to_string()),
+                })?;
+                c.commit(c.staged_lsn(), Goal::Durable, false)
+                    .map_err(|e| OpenError::Io {
+                        path: store.dir.clone(),
+                        source: std::io::Error::other(format!(
+                            "syncing the log recovery read failed: {e}"
+                        )),
+                    })?;
+            }
             if let Some(policy) = store.config.retention.clone() {
                 store.evicted_at_open = store
                     .apply_retention(&policy, now_ms(), &mut |_| {})
@@ -375,134 +399,6 @@ impl Store {
     /// eviction order (empty without a policy, and for a reader).
     pub fn evicted_at_open(&self) -> &[Eviction] {
         &self.evicted_at_open
-    }
-
-    /// Brings every session's surface table and state checkpoint up to its last event (after
-    /// recovery indexed a tail without them), then checkpoints the index.
-    fn catch_up(&mut self) -> Result<(), AppendError> {
-        let mut failures = Vec::new();
-        let result = self.catch_up_into(&mut failures);
-        self.report.catch_up_failures = failures;
-        result
-    }
-
-    /// A read-only open's catch-up: every session whose surface the index does not cover to
-    /// its last event (a crashed writer's tail, or an index rebuilt in memory) gets its state
-    /// folded in memory, so counters such as the surface length are right. Nothing is
-    /// written; a session whose replay fails is reported in `catch_up_failures`.
-    fn catch_up_in_memory(&mut self) {
-        self.report.catch_up_failures = self.fold_behind(None);
-    }
-
-    /// For a reader: folds the state of every session (or of `only`) whose surface counters
-    /// do not cover its last event (after a refresh made it grow), continuing the state
-    /// folded before. Returns the sessions whose replay failed (their error returns when
-    /// they are read).
-    pub(crate) fn fold_behind(&self, only: Option<u64>) -> Vec<(String, String)> {
-        let behind: Vec<u64> = self
-            .registry()
-            .live()
-            .iter()
-            .filter(|r| {
-                r.surface_covered < r.next_seq
-                    && !r.is_verbatim()
-                    && only.is_none_or(|n| n == r.number)
-            })
-            .map(|r| r.number)
-            .collect();
-        let mut failures = Vec::new();
-        for number in behind {
-            // A reader's refresh continues the state it folded before.
-            let shared = self.core(number);
-            let mut core = Core {
-                state: lock(&shared).state.take(),
-                ..Core::default()
-            };
-
-            match self.load_state_read_only(number, &mut core) {
-                Ok(()) => {
-                    let row = self.registry().get(number).cloned();
-                    if let (Some(mut row), Some(state)) = (row, core.state.as_ref()) {
-                        set_surface(&mut row, state);
-                        self.registry_mut().put(row);
-                    }
-                    lock(&shared).state = core.state;
-                }
-                Err(e) => {
-                    let id = self
-                        .registry()
-                        .get(number)
-                        .map(|r| r.header.id.clone())
-                        .unwrap_or_default();
-                    failures.push((id, e.to_string()));
-                }
-            }
-        }
-        failures
-    }
-
-    fn catch_up_into(&self, failures: &mut Vec<(String, String)>) -> Result<(), AppendError> {
-        let behind: Vec<u64> = self
-            .registry()
-            .live()
-            .iter()
-            .filter(|r| !r.is_verbatim())
-            .filter(|r| {
-                r.surface_covered < r.next_seq
-                    || self.state_covered(r.number) < r.next_seq
-                    || self.projections_covered(r.number) < r.next_seq
-            })
-            .map(|r| r.number)
-            .collect();
-        if behind.is_empty() {
-            return Ok(());
-        }
-        for number in behind {
-            let core = self.core(number);
-            let mut core = lock(&core);
-            // One damaged session must not keep the store from opening: its error is
-            // reported and comes back when the session is used.
-            match self
-                .ensure_state(number, &mut core)
-                .and_then(|()| self.ensure_projections(number, &mut core))
-            {
-                Ok(()) => self.checkpoint_state(number, &mut core)?,
-                Err(e @ AppendError::PreviousIo(_)) => return Err(e),
-                Err(e) => {
-                    let id = self
-                        .registry()
-                        .get(number)
-                        .map(|r| r.header.id.clone())
-                        .unwrap_or_default();
-                    failures.push((id, e.to_string()));
-                }
-            }
-        }
-        // Not durable: if this is lost in a crash, the next open catches up again.
-        let c = self.committer()?;
-        c.commit(c.staged_lsn(), Goal::Written, false)
-    }
-
-    /// The least seq the projection checkpoints of a session cover (0 when one is missing).
-    fn projections_covered(&self, number: u64) -> Seq {
-        let rows = self.index.projections(number).unwrap_or_default();
-        let keys = self.config.projections.len();
-        if rows.len() < keys {
-            return 0;
-        }
-        rows.iter()
-            .filter_map(|(key, record)| Checkpoint::from_record(key.clone(), record).ok())
-            .map(|cp| cp.covered)
-            .min()
-            .unwrap_or(0)
-    }
-
-    fn state_covered(&self, number: u64) -> Seq {
-        self.index
-            .state(number)
-            .ok()
-            .flatten()
-            .map_or(0, |(c, _)| c)
     }
 
     /// The store directory.
@@ -688,7 +584,11 @@ impl StoreLookup<'_> {
                 seq,
                 message: e.to_string(),
             })?;
-        // The rules see older record shapes converted, as dsh's loader presents them.
+        // The rules see older record shapes converted, as dsh's loader presents them. A
+        // message event that already names its identity is current: no parse.
+        if read::current_message_shape(&event.kind, &event.data) {
+            return Ok(Some(std::borrow::Cow::Owned(event)));
+        }
         let id = self
             .store
             .registry()

@@ -6,6 +6,7 @@ use crate::event::{Event, Seq, SessionHeader};
 use crate::index::{Location, NO_NODE, Run};
 use crate::log::Segments;
 use crate::log::frame::FrameLimits;
+use crate::log::peek::{Utf8, peek_event};
 use crate::log::record::Record;
 use crate::session::derive::DerivedMessage;
 use crate::session::{EventLookup, InvariantMode, LookupError, SessionState};
@@ -114,12 +115,37 @@ impl Store {
         }
         let run = match self.overlay.get(&(number, seq)) {
             Some(l) => Run::single(seq, *l),
-            None => self.index.run(number, seq)?.ok_or_else(|| {
-                ReadError::Index(IndexError::Damaged {
-                    table: "events",
-                    detail: format!("there is no location for session number {number} seq {seq}"),
-                })
-            })?,
+            // Runs are looked up in batches (a walk in seq order does one lookup per 256
+            // runs, not one per event), answering as a lookup of `seq` would.
+            None => match cache.cached_run(number, seq) {
+                Some(run) => run,
+                None => {
+                    let to = self
+                        .registry()
+                        .get(number)
+                        .map_or(0, |r| r.next_seq)
+                        .max(seq + 1);
+                    let runs = self.index.runs(number, seq, to, RUN_BATCH)?;
+                    cache.runs = Some(RunBatch {
+                        number,
+                        from: seq,
+                        to,
+                        truncated: runs.len() >= RUN_BATCH,
+                        runs,
+                    });
+                    match cache.cached_run(number, seq) {
+                        Some(run) => run,
+                        None => self.index.run(number, seq)?.ok_or_else(|| {
+                            ReadError::Index(IndexError::Damaged {
+                                table: "events",
+                                detail: format!(
+                                    "there is no location for session number {number} seq {seq}"
+                                ),
+                            })
+                        })?,
+                    }
+                }
+            },
         };
         self.read_at(number, seq, run, cache)
     }
@@ -140,7 +166,11 @@ impl Store {
         let payload = cache.get(&self.segments, loc, &self.limits)?;
         let corrupt = |detail: String| ReadError::Corruption { position, detail };
         let mut at = match cache.cursor {
-            Some((session, last, end)) if session == number && last < seq => end,
+            Some((key, session, last, end))
+                if key == frame_key(&loc) && session == number && last < seq =>
+            {
+                end
+            }
             _ => loc.record_offset as usize,
         };
         loop {
@@ -156,6 +186,14 @@ impl Store {
                     run.first_seq, loc.record_offset
                 )));
             }
+            // Records before the wanted one are stepped over by their headers (no copy, no
+            // UTF-8 check); the wanted one, and any record the peek cannot read, in full.
+            if let Some(head) = peek_event(bytes, Utf8::Skip)
+                && (head.session != number || head.seq < seq)
+            {
+                at += head.len;
+                continue;
+            }
             let (record, rest) =
                 Record::decode(bytes).map_err(|e| corrupt(format!("record offset {at}: {e}")))?;
             let next = payload.len() - rest.len();
@@ -163,7 +201,7 @@ impl Store {
                 && session == number
             {
                 if event.seq == seq {
-                    cache.cursor = Some((number, seq, next));
+                    cache.cursor = Some((frame_key(&loc), number, seq, next));
                     return Ok(Event::from(event));
                 }
                 if event.seq > seq {
@@ -198,19 +236,15 @@ impl Store {
     /// Every live session with its counters, in creation order. Reads only the in-memory
     /// registry (no segment is opened).
     pub fn sessions(&self) -> Vec<SessionInfo> {
-        if self.view.is_some() {
-            self.fold_behind(None);
-        }
+        self.settle(None);
         self.registry().live().into_iter().map(info_of).collect()
     }
 
     /// One live session's counters, as [`Store::sessions`] lists them (`None`: no such
     /// session). Reads only the in-memory registry.
     pub fn session_info(&self, session: &str) -> Option<SessionInfo> {
-        if self.view.is_some()
-            && let Some(number) = self.number_of(session)
-        {
-            self.fold_behind(Some(number));
+        if let Some(number) = self.number_of(session) {
+            self.settle(Some(number));
         }
         self.registry().by_id(session).map(info_of)
     }
@@ -233,9 +267,7 @@ impl Store {
             let (state, _) = self.verbatim_view(number)?;
             return Ok(state.surface().nodes().to_vec());
         }
-        if self.view.is_some() {
-            self.fold_behind(Some(number));
-        }
+        self.settle(Some(number));
         let core = self.core(number);
         let core = lock(&core);
         if let Some(state) = &core.state {
@@ -496,20 +528,60 @@ impl Iterator for Events<'_> {
     }
 }
 
-/// Keeps the last decoded frame, so reading neighbouring events decodes it once.
+/// Frames a [`FrameCache`] keeps at most (the most recently read first out of it last).
+const CACHED_FRAMES: usize = 4;
+/// Decoded bytes a [`FrameCache`] keeps at most (a single larger frame is still kept alone).
+const CACHED_BYTES: usize = 24 << 20;
+
+/// Keeps the last few decoded frames (at most [`CACHED_FRAMES`] and [`CACHED_BYTES`]), so a
+/// walk that reads neighbouring events, or goes back and forth between a few frames (a fork
+/// reading its parent's frames, a lookup of a cited event), decodes each frame once.
 #[derive(Debug, Default)]
 pub(crate) struct FrameCache {
-    /// The segments' GC generation the cached frame was read at.
+    /// The segments' GC generation the cached frames were read at.
     generation: u64,
-    key: Option<(u64, u64)>,
-    payload: Arc<Vec<u8>>,
-    /// The last event read from this frame: (session number, seq, offset just past its
-    /// record), so reading the session's next seq continues the walk from there.
-    cursor: Option<(u64, Seq, usize)>,
+    /// (segment, frame offset) and payload, most recently used last.
+    frames: Vec<(FrameKey, Arc<Vec<u8>>)>,
+    /// The last event read: (its frame, session number, seq, offset just past its record),
+    /// so reading the session's next seq from that frame continues the walk from there.
+    cursor: Option<(FrameKey, u64, Seq, usize)>,
+    /// The index runs last looked up (a frame's records never move but in a GC, which moves
+    /// `generation` and empties the cache).
+    runs: Option<RunBatch>,
+}
+
+/// Runs a [`FrameCache`] looks up at once.
+const RUN_BATCH: usize = 256;
+
+/// The runs of session `number` holding seqs `from..to`, as [`crate::index::Index::runs`]
+/// gave them (at most [`RUN_BATCH`]; `truncated` when that many).
+#[derive(Debug)]
+struct RunBatch {
+    number: u64,
+    from: Seq,
+    to: Seq,
+    runs: Vec<Run>,
+    truncated: bool,
 }
 
 impl FrameCache {
-    /// Forgets the cached frame when a GC installed compacted segments since it was read
+    /// The run an index lookup of `seq` gives (the last run starting at or before it, when
+    /// it holds `seq`), answered from the cached batch when the batch holds every run that
+    /// starts between its first seq and `seq`; `None` otherwise.
+    fn cached_run(&self, number: u64, seq: Seq) -> Option<Run> {
+        let b = self.runs.as_ref()?;
+        if b.number != number || seq < b.from || seq >= b.to {
+            return None;
+        }
+        if b.truncated && seq > b.runs.last()?.first_seq {
+            return None;
+        }
+        let i = b.runs.partition_point(|r| r.first_seq <= seq);
+        let run = *b.runs.get(i.checked_sub(1)?)?;
+        run.contains(seq).then_some(run)
+    }
+
+    /// Forgets the cached frames when a GC installed compacted segments since they were read
     /// (`generation` moved); returns true then.
     pub(crate) fn follow_generation(&mut self, generation: u64) -> bool {
         if self.generation == generation {
@@ -528,15 +600,64 @@ impl FrameCache {
         loc: Location,
         limits: &FrameLimits,
     ) -> Result<Arc<Vec<u8>>, ReadError> {
-        let key = (loc.segment, loc.frame_offset);
-        if self.key != Some(key) {
-            self.cursor = None;
-            self.key = None;
-            self.payload = Arc::new(segments.read_frame(loc.position(), loc.frame_len, limits)?);
-            self.key = Some(key);
+        let key = frame_key(&loc);
+        if let Some(i) = self.frames.iter().position(|(k, _)| *k == key) {
+            let entry = self.frames.remove(i);
+            let payload = entry.1.clone();
+            self.frames.push(entry);
+            return Ok(payload);
         }
-        Ok(self.payload.clone())
+        let payload = Arc::new(segments.read_frame(loc.position(), loc.frame_len, limits)?);
+        let mut bytes = payload.len();
+        let mut keep = 0;
+        for (_, p) in self.frames.iter().rev() {
+            if keep + 1 >= CACHED_FRAMES || bytes + p.len() > CACHED_BYTES {
+                break;
+            }
+            bytes += p.len();
+            keep += 1;
+        }
+        let drop = self.frames.len() - keep;
+        self.frames.drain(..drop);
+        self.frames.push((key, payload.clone()));
+        Ok(payload)
     }
+}
+
+/// True when `legacy::convert_event` certainly leaves this event as it is, found from the
+/// root's member keys alone (no parse): a `user/message` whose data has `id`, `role` or
+/// `message`, an `assistant/message` or `tool/result` whose data has `message` (rules 4-6 of
+/// §1.6 convert only events without them; no other rule applies to these types). Anything
+/// else (other types, keys written with escapes) is left to the conversion.
+pub(super) fn current_message_shape(kind: &str, data: &str) -> bool {
+    let marks: &[&str] = match kind {
+        "user/message" => &["id", "role", "message"],
+        "assistant/message" | "tool/result" => &["message"],
+        _ => return false,
+    };
+    let start = data.len() - data.trim_start_matches([' ', '\t', '\n', '\r']).len();
+    if data.as_bytes().get(start) != Some(&b'{') {
+        return false;
+    }
+    // The usual case, dsh's key order: the identity is the first key (no value skipped).
+    let first = data[start + 1..].trim_start_matches([' ', '\t', '\n', '\r']);
+    if let Some(key) = first.strip_prefix('"').and_then(|k| k.split_once('"'))
+        && !key.0.contains('\\')
+        && marks.contains(&key.0)
+    {
+        return true;
+    }
+    let mut found = false;
+    crate::json::visit_members_valid(data, start, |key, _| found |= marks.contains(&key));
+    found
+}
+
+/// A frame: (segment, frame offset).
+type FrameKey = (u64, u64);
+
+/// The frame a location is in.
+fn frame_key(loc: &Location) -> FrameKey {
+    (loc.segment, loc.frame_offset)
 }
 
 fn info_of(r: &SessionRow) -> SessionInfo {
@@ -549,5 +670,90 @@ fn info_of(r: &SessionRow) -> SessionInfo {
         surface_len: r.surface_len,
         replace_generation: r.replace_generation,
         verbatim: r.is_verbatim(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::current_message_shape;
+    use crate::event::Event;
+    use crate::session::legacy::convert_event;
+
+    /// The shortcut never skips an event the conversion would change, and does skip the
+    /// current shapes of the three message types.
+    #[test]
+    fn current_message_shape_agrees_with_the_conversion() {
+        let cases = [
+            (
+                "user/message",
+                r#"{"id":"u1","role":"user","content":"hi"}"#,
+                true,
+            ),
+            (
+                "user/message",
+                r#" {"content":"hi","source":{"kind":"user"},"id":"x"}"#,
+                true,
+            ),
+            (
+                "user/message",
+                r#"{"content":"hi","source":{"kind":"user"}}"#,
+                false,
+            ),
+            (
+                "user/message",
+                r#"{"content":"hi","source":{"id":"nested"}}"#,
+                false,
+            ),
+            (
+                "user/message",
+                r#"{"\u0069d":"u1","content":"hi","source":{}}"#,
+                false,
+            ),
+            (
+                "assistant/message",
+                r#"{"message":{"id":"m"},"turn":1}"#,
+                true,
+            ),
+            (
+                "assistant/message",
+                r#"{"content":[],"provenance":{"message":1}}"#,
+                false,
+            ),
+            ("tool/result", r#"{"turn":1,"message":{"id":"r"}}"#, true),
+            (
+                "tool/result",
+                r#"{"callId":"c","content":[],"isError":false}"#,
+                false,
+            ),
+            (
+                "turn/end",
+                r#"{"turn":1,"reason":{"kind":"disposed"},"message":{}}"#,
+                false,
+            ),
+            ("user/message", r#"["id"]"#, false),
+            ("user/message", "", false),
+        ];
+        for (kind, data, skipped) in cases {
+            let event = Event::new(kind, 4, 0, data);
+            assert_eq!(current_message_shape(kind, data), skipped, "{kind} {data}");
+            let converted = convert_event("s", &event, &|_| None);
+            if skipped {
+                assert!(
+                    matches!(converted, Ok(None)),
+                    "{kind} {data}: {converted:?}"
+                );
+            }
+        }
+        // The cases the shortcut leaves alone include ones the conversion does change.
+        let legacy = Event::new(
+            "user/message",
+            4,
+            0,
+            r#"{"content":"hi","source":{"kind":"user"}}"#,
+        );
+        assert!(matches!(
+            convert_event("s", &legacy, &|_| None),
+            Ok(Some(_))
+        ));
     }
 }

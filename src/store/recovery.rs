@@ -9,12 +9,16 @@ use crate::event::Seq;
 use crate::index::{Index, IndexBatch, Location, Watermark};
 use crate::log::Segments;
 use crate::log::frame::FrameLimits;
-use crate::log::record::{EventRecord, Record};
+use crate::log::peek::{Utf8, peek_event};
+use crate::log::record::Record;
 use crate::log::scan::{self, BadFrame, RecoveryMode, ScanReport, ScannedFrame};
 use crate::log::segment::{self, HeaderCheck, SEGMENT_HEADER_LEN};
 
 use super::commit::Active;
 use super::registry::{Registry, RegistryError};
+
+mod load;
+use load::load_index;
 
 /// What recovery found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -49,6 +53,8 @@ pub struct RecoveryReport {
     pub removed_segment: Option<u64>,
     /// Sessions whose state could not be replayed after recovery (session id, error); the
     /// error returns when the session is used (e.g. a damaged frame behind the watermark).
+    /// Filled by the opens that catch up (a read-only open, an index built from the whole
+    /// log); a writable open after a crash leaves each session's catch-up to its first use.
     pub catch_up_failures: Vec<(String, String)>,
     /// A read-only open of a store that needs recovery (its writer crashed: redb commits to
     /// repair, an unindexed or torn log tail, a damaged, missing or old index): why. The
@@ -102,6 +108,8 @@ pub(crate) struct Recovered {
     pub report: RecoveryReport,
     /// Read-only opens keep the unindexed tail in memory instead of writing it to the index.
     pub overlay: Vec<(u64, Seq, Location)>,
+    /// The index was built from the whole log (new, missing, rebuilt), not from a tail.
+    pub whole_log: bool,
 }
 
 pub(crate) struct RecoveryInput<'a> {
@@ -167,6 +175,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
         active,
         next_segment,
         watermark: tail.running,
+        whole_log: loaded.fresh || report.index_rebuilt,
         report,
         overlay: tail.overlay,
     })
@@ -258,91 +267,6 @@ fn check_contiguous(numbers: &[u64]) -> Result<(), OpenError> {
     Ok(())
 }
 
-/// What [`load_index`] found.
-struct LoadedIndex {
-    /// How far the index covers the log; backed by the log (zero when the index is fresh or
-    /// was rebuilt).
-    watermark: Watermark,
-    /// The sessions as the index records them up to `watermark`.
-    registry: Registry,
-    /// The index recorded no format version (a fresh index): recovery must commit it.
-    fresh: bool,
-}
-
-/// Phase 2: loads the index and decides whether its watermark is backed by the log.
-///
-/// Guarantees, on `Ok`: the returned watermark lies within the segments `numbers` and, when
-/// it names a last frame, that frame is valid in the log; the registry holds the index's
-/// session rows up to it. An index of an older format version, or one whose watermark the
-/// log does not back, is cleared (read-write: [`Index::clear`]) and recovery starts from an
-/// empty registry and a zero watermark ([`RecoveryReport::index_rebuilt`], with the reason);
-/// when the log or the index may not be written, that is [`OpenError::NeedsRepair`]
-/// instead. An index of a newer format version is [`OpenError::UnsupportedFormat`].
-fn load_index(
-    input: &RecoveryInput<'_>,
-    numbers: &[u64],
-    report: &mut RecoveryReport,
-) -> Result<LoadedIndex, OpenError> {
-    let state = input.index.load()?;
-    let fresh = state.format_version.is_none();
-    let old_version = index_version_problem(state.format_version, input.store_dir)?;
-    let mut watermark = state.watermark;
-    let mut rows = state.sessions;
-    let mut next_session = state.next_session;
-    let problem = match old_version {
-        Some(reason) => Some(reason),
-        None => watermark_problem(input.segments, numbers, &watermark, &input.limits)?,
-    };
-    if let Some(reason) = problem {
-        // Read-only: an index that claims more than the log holds means acknowledged data is
-        // damaged, not a crash; it is refused rather than silently rebuilt (an older version
-        // was already replaced by an index built in memory, see `Store::open`).
-        if !input.writable || !input.index_writable {
-            return Err(OpenError::NeedsRepair {
-                path: input.store_dir.to_path_buf(),
-                reason,
-            });
-        }
-        input.index.clear()?;
-        rows.clear();
-        next_session = 0;
-        watermark = Watermark::default();
-        report.index_rebuilt = true;
-        report.rebuild_reason = Some(reason);
-    }
-    Ok(LoadedIndex {
-        watermark,
-        registry: Registry::new(rows.into_iter().map(|(_, row)| row), next_session),
-        fresh,
-    })
-}
-
-/// Part of phase 2: the index's format version. An index of an older version is derived
-/// data: a writable open rebuilds it from the log (a read-only open never gets here with
-/// one: it builds an index in memory instead); this returns why (`Some`). A newer version is
-/// refused. `None` for this version or a fresh index.
-fn index_version_problem(
-    format_version: Option<u32>,
-    store_dir: &Path,
-) -> Result<Option<String>, OpenError> {
-    match format_version {
-        Some(v) if v != crate::index::INDEX_FORMAT_VERSION => {
-            if v > crate::index::INDEX_FORMAT_VERSION {
-                return Err(OpenError::UnsupportedFormat {
-                    path: store_dir.join(super::INDEX_FILE),
-                    found: v,
-                    supported: crate::index::INDEX_FORMAT_VERSION,
-                });
-            }
-            Ok(Some(format!(
-                "the index has format version {v}, this build uses version {}",
-                crate::index::INDEX_FORMAT_VERSION
-            )))
-        }
-        _ => Ok(None),
-    }
-}
-
 /// Where the unindexed tail starts: just past the watermark, or the first frame of the
 /// first segment (segment 1 when there is none) for an empty watermark.
 fn scan_start(watermark: &Watermark, numbers: &[u64]) -> LogPosition {
@@ -431,24 +355,42 @@ impl Tail {
         report: &mut RecoveryReport,
     ) -> Result<(), OpenError> {
         let version = segments.version(frame.position.segment);
-        let records = match Record::decode_all(&frame.payload) {
-            Ok(records) => records,
-            Err(_) if frame.dropped => return Ok(()),
-            Err(e) => {
-                return Err(OpenError::Corruption {
-                    position: frame.position,
-                    reason: Damage::Records(e),
-                });
-            }
-        };
         if frame.dropped {
-            self.report_dropped(records, frame.position, report);
+            if let Ok(records) = Record::decode_all(&frame.payload) {
+                self.report_dropped(records, frame.position, report);
+            }
             return Ok(());
         }
         let compacted = segments
             .first_compacted()
             .is_some_and(|c| c <= frame.position.segment);
-        for (record_offset, record) in records {
+        let payload = &frame.payload[..];
+        let mut at = 0usize;
+        while let Some(bytes) = payload.get(at..).filter(|b| !b.is_empty()) {
+            let record_offset = at as u32;
+            // An event record (nearly all of them) is read by its header: no copy of its
+            // strings (their UTF-8 is still checked, as a full decode would).
+            if let Some(head) = peek_event(bytes, Utf8::Check) {
+                at += head.len;
+                if compacted && self.registry.get(head.session).is_none() {
+                    continue;
+                }
+                let loc = Location {
+                    segment: frame.position.segment,
+                    frame_offset: frame.position.offset,
+                    frame_len: frame.frame_len,
+                    record_offset,
+                };
+                let (session, seq, time, data_len) =
+                    (head.session, head.seq, head.time, head.data_len);
+                self.event(session, seq, time, data_len, loc, report)?;
+                continue;
+            }
+            let (record, rest) = Record::decode(bytes).map_err(|e| OpenError::Corruption {
+                position: frame.position,
+                reason: Damage::Records(e),
+            })?;
+            at = payload.len() - rest.len();
             if compacted && super::gc::collected(&self.registry, &record) {
                 continue;
             }
@@ -546,7 +488,8 @@ impl Tail {
                     frame_len: frame.frame_len,
                     record_offset,
                 };
-                self.event(session, &event, loc, report)?;
+                let data_len = event.data.len();
+                self.event(session, event.seq, event.time, data_len, loc, report)?;
             }
         }
         Ok(())
@@ -580,7 +523,9 @@ impl Tail {
     fn event(
         &mut self,
         session: u64,
-        event: &EventRecord,
+        seq: Seq,
+        time: i64,
+        data_len: usize,
         loc: Location,
         report: &mut RecoveryReport,
     ) -> Result<(), OpenError> {
@@ -588,11 +533,7 @@ impl Tail {
             segment: loc.segment,
             offset: loc.frame_offset,
         };
-        let data_len = event.data.len();
-        match self
-            .registry
-            .event(session, event.seq, event.time, data_len)
-        {
+        match self.registry.event(session, seq, time, data_len) {
             Ok(_) => {}
             Err(RegistryError::Gap { id, got, .. }) if self.salvage => {
                 report.dropped_events.push((id, got, position));
@@ -602,15 +543,15 @@ impl Tail {
                 // Its creation record was in a damaged frame.
                 report
                     .dropped_events
-                    .push((format!("session number {n}"), event.seq, position));
+                    .push((format!("session number {n}"), seq, position));
                 return Ok(());
             }
             Err(e) => return Err(corrupt(position, e)),
         }
         if self.index_writable {
-            self.batch.events.push((session, event.seq, loc));
+            self.batch.events.push((session, seq, loc));
         } else {
-            self.overlay.push((session, event.seq, loc));
+            self.overlay.push((session, seq, loc));
         }
         self.dirty.insert(session);
         report.events_recovered += 1;
@@ -767,63 +708,4 @@ fn flush_rows(batch: &mut IndexBatch, dirty: &mut BTreeSet<u64>, registry: &Regi
             batch.sessions.push(row.clone());
         }
     }
-}
-
-/// Why the index's watermark is not backed by the log (`None` when it is).
-fn watermark_problem(
-    segments: &Segments,
-    numbers: &[u64],
-    w: &Watermark,
-    limits: &FrameLimits,
-) -> Result<Option<String>, OpenError> {
-    if w.segment == 0 {
-        return Ok(None);
-    }
-    if !numbers.contains(&w.segment) {
-        return Ok(Some(format!(
-            "the index covers segment {}, which is not in the log",
-            w.segment
-        )));
-    }
-    let path = segments.path(w.segment);
-    let file = segments.file(w.segment).map_err(|source| OpenError::Io {
-        path: path.clone(),
-        source,
-    })?;
-    let len = file
-        .len()
-        .map_err(|source| OpenError::Io { path, source })?;
-    if len < w.end {
-        return Ok(Some(format!(
-            "the index covers segment {} up to offset {}, but the segment is only {len} bytes",
-            w.segment, w.end
-        )));
-    }
-    if w.last_frame == u64::MAX || w.last_frame >= w.end {
-        return Ok(None);
-    }
-    let frame_len = w.end - w.last_frame;
-    let ok = u32::try_from(frame_len)
-        .ok()
-        .map(|fl| {
-            segments
-                .read_frame(
-                    LogPosition {
-                        segment: w.segment,
-                        offset: w.last_frame,
-                    },
-                    fl,
-                    limits,
-                )
-                .is_ok()
-        })
-        .unwrap_or(false);
-    Ok(if ok {
-        None
-    } else {
-        Some(format!(
-            "the last frame the index covers (segment {} offset {}) is not valid in the log",
-            w.segment, w.last_frame
-        ))
-    })
 }

@@ -139,14 +139,22 @@ fn a_crash_between_an_append_and_its_checkpoint_is_harmless() {
         store.abandon();
     }
     let store = Store::open(dir.path(), buffered()).unwrap();
+    // The reopen folds nothing (a crashed store reopens in the time of its tail's scan):
+    // the session catches up when first used.
+    assert_eq!(
+        store.frames_read(),
+        0,
+        "the reopen read no session's events"
+    );
     let views = store.projection_views("s").unwrap();
     assert_eq!(view(&views, "title"), r#""Second title""#);
     assert_eq!(views, full_fold(&store, "s"));
-    // After the reopen the checkpoints are current again: listing reads nothing.
-    let before = store.frames_read();
     let listed = store.list().unwrap();
-    assert_eq!(store.frames_read(), before);
     assert_eq!(listed[0].views, views);
+    // Once caught up, the checkpoints are current again: listing reads nothing.
+    let before = store.frames_read();
+    assert_eq!(store.list().unwrap()[0].views, views);
+    assert_eq!(store.frames_read(), before);
 }
 
 #[test]

@@ -325,3 +325,42 @@ fn salvage_behind_the_watermark_rebuilds_and_names_sessions_whose_creation_was_l
         "only the damaged frame is reported; the index is consistent"
     );
 }
+
+/// Recovery reads event records by their headers; a record whose bytes are not UTF-8, in a
+/// frame whose CRC holds (a writer's bug, not a torn write), still fails the open at the
+/// frame's position, as a full decode of the record does.
+#[test]
+fn a_record_that_is_not_utf8_behind_a_valid_crc_is_corruption_at_its_frame() {
+    let base = tempfile::tempdir().unwrap();
+    let locs = build(base.path(), 3);
+    let (id, seq, last) = locs.last().unwrap().clone();
+    let data = small_event(seq, u64::from(id == "b")).data;
+    let mut bytes = std::fs::read(base.path().join(SEG)).unwrap();
+    let frame_end = (last.frame_offset + u64::from(last.frame_len)) as usize;
+    assert_eq!(frame_end, bytes.len(), "the last frame ends the segment");
+    let limits = sessionlog::log::frame::FrameLimits::default();
+    let (_, mut payload) =
+        sessionlog::log::frame::decode(&bytes[last.frame_offset as usize..], &limits).unwrap();
+    let at = payload
+        .windows(data.len())
+        .position(|w| w == data.as_bytes())
+        .expect("the event's data in the payload");
+    payload[at] = 0xff;
+    bytes.truncate(last.frame_offset as usize);
+    bytes.extend(sessionlog::log::frame::encode(&payload, usize::MAX, 1));
+    let dir = tempfile::tempdir().unwrap();
+    copy_segments(base.path(), dir.path());
+    std::fs::write(dir.path().join(SEG), &bytes).unwrap();
+    // No index: recovery scans the whole log.
+    match Store::open(dir.path(), config(Durability::Sync)) {
+        Err(OpenError::Corruption { position, .. }) => assert_eq!(
+            position,
+            LogPosition {
+                segment: 1,
+                offset: last.frame_offset
+            }
+        ),
+        Err(other) => panic!("expected corruption, got {other}"),
+        Ok(_) => panic!("a record that is not UTF-8 was accepted"),
+    }
+}

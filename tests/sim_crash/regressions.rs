@@ -455,3 +455,23 @@ fn an_erase_that_drops_a_chains_first_frames_leaves_a_whole_chain() {
         .run()
         .unwrap_or_else(|e| panic!("gc seed 45: {e}"));
 }
+
+/// Finding (engine, fixed; found by `multiframe-restart` seed 722 with a writable open that
+/// leaves the catch-up of sessions behind to their first use): a Group-mode writer's last
+/// frame is written, not synced, and its index commit survives a process restart with the
+/// page cache; the next open scans nothing and serves the frame, the eager catch-up's write
+/// used to sync the segment, and without it a power loss took a session the reopened store had
+/// served (the index then claimed more log than the disk held). A writable open that defers
+/// the catch-up now syncs such a segment itself.
+#[test]
+fn a_reopen_that_defers_the_catch_up_makes_what_it_serves_durable() {
+    let mut family = MULTIFRAME;
+    family.durabilities = &[2, 1];
+    family.restarts = true;
+    family.continue_after_fault = true;
+    family.options.eio_drops_cache = false;
+    let seed = 722;
+    Scenario::new(seed, family)
+        .run()
+        .unwrap_or_else(|e| panic!("multiframe-restart seed {seed}: {e}"));
+}

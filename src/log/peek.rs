@@ -1,0 +1,179 @@
+//! Header-only reads of records: an event record's session, seq and length without copying
+//! or UTF-8-checking its strings (what a walk past the records it does not want needs).
+//!
+//! The bytes are postcard's (format-spec.md §4): `Record::Event` is variant index 1 (one
+//! byte), then its fields in order. [`peek_event`] reads them with borrowed, unchecked
+//! strings; any other record (or bytes it cannot read) gives `None`, and the caller decodes
+//! the record in full with [`super::record::Record::decode`].
+
+use serde::Deserialize;
+use serde::de::{Deserializer, SeqAccess, Visitor};
+
+use crate::event::{Layout, Seq, SurfaceOp};
+
+/// What [`peek_event`] learns about an event record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EventHead {
+    /// The store-internal session number.
+    pub(crate) session: u64,
+    /// The event's seq.
+    pub(crate) seq: Seq,
+    /// The event's `time`.
+    pub(crate) time: i64,
+    /// Bytes of the event's `data`.
+    pub(crate) data_len: usize,
+    /// The record's length in bytes.
+    pub(crate) len: usize,
+}
+
+/// Whether [`peek_event`] checks that the type and data are UTF-8, as a full decode does
+/// (recovery, which must refuse what a full decode refuses), or not (a walk past records).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Utf8 {
+    /// Checked: `None` for a record whose strings are not UTF-8.
+    Check,
+    /// Not checked.
+    Skip,
+}
+
+/// A string or byte string, borrowed and not checked: its bytes.
+struct Skipped<'de>(&'de [u8]);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Skipped<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Skipped<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("borrowed bytes")
+            }
+            fn visit_borrowed_bytes<E>(self, b: &'de [u8]) -> Result<Skipped<'a>, E> {
+                Ok(Skipped(b))
+            }
+        }
+        // postcard encodes a string as a byte string: a varint length, then the bytes.
+        d.deserialize_bytes(V(std::marker::PhantomData))
+    }
+}
+
+/// A sequence of seqs, stepped over without collecting it.
+struct SkippedSeqs;
+
+impl<'de> Deserialize<'de> for SkippedSeqs {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = SkippedSeqs;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a sequence of seqs")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SkippedSeqs, A::Error> {
+                while seq.next_element::<Seq>()?.is_some() {}
+                Ok(SkippedSeqs)
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
+/// `Record::Event`'s fields after the variant index, as `EventRecord` lays them out.
+#[derive(Deserialize)]
+#[allow(dead_code)]
+struct EventFields<'a> {
+    session: u64,
+    seq: Seq,
+    time: i64,
+    #[serde(borrow)]
+    kind: Skipped<'a>,
+    #[serde(borrow)]
+    data: Skipped<'a>,
+    source_event_seqs: Option<SkippedSeqs>,
+    surface_op: Option<SurfaceOp>,
+    ignorable: bool,
+    layout: Layout,
+}
+
+/// Postcard's variant index of `Record::Event`.
+const EVENT_VARIANT: u8 = 1;
+
+/// The session, seq and length of the event record at the front of `bytes`; `None` when the
+/// front is another kind of record or cannot be read this way (decode it in full then).
+pub(crate) fn peek_event(bytes: &[u8], utf8: Utf8) -> Option<EventHead> {
+    let (&variant, rest) = bytes.split_first()?;
+    if variant != EVENT_VARIANT {
+        return None;
+    }
+    let (fields, after) = postcard::take_from_bytes::<EventFields<'_>>(rest).ok()?;
+    if utf8 == Utf8::Check
+        && (std::str::from_utf8(fields.kind.0).is_err()
+            || std::str::from_utf8(fields.data.0).is_err())
+    {
+        return None;
+    }
+    Some(EventHead {
+        session: fields.session,
+        seq: fields.seq,
+        time: fields.time,
+        data_len: fields.data.0.len(),
+        len: bytes.len() - after.len(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{EnvelopeKey, Event, KeyOrder, Packing, SessionHeader};
+    use crate::log::record::Record;
+
+    #[test]
+    fn agrees_with_the_full_decode() {
+        let mut events = vec![
+            Event::new("assistant/chunk", 7, 1_700_000_000_000, r#"{"a":"\u00e9"}"#),
+            Event::new("user/message", u64::MAX >> 11, -5, "{}"),
+            Event::new("x", 300, 0, "y".repeat(100_000)),
+        ];
+        let mut e = Event::new("tool/result", 3, 0, r#"{"x":[1,2.5,null]}"#);
+        e.source_event_seqs = Some(vec![0, 1, 2, 1 << 40]);
+        e.surface_op = Some(SurfaceOp::Replace { start: 1, end: 2 });
+        e.ignorable = true;
+        e.layout.key_order = KeyOrder::Custom(vec![EnvelopeKey::Data, EnvelopeKey::Seq]);
+        e.layout.packing = Packing::RowMember;
+        e.layout.batch_start = true;
+        events.push(e);
+        let mut payload = Vec::new();
+        for (i, event) in events.iter().enumerate() {
+            payload.extend(Record::encode_event(40 + i as u64, event).unwrap());
+        }
+        Record::DeleteSession { session: 9 }
+            .encode_into(&mut payload)
+            .unwrap();
+        let mut at = 0;
+        for (i, event) in events.iter().enumerate() {
+            let head = peek_event(&payload[at..], Utf8::Check).unwrap();
+            assert_eq!(peek_event(&payload[at..], Utf8::Skip), Some(head));
+            let (record, rest) = Record::decode(&payload[at..]).unwrap();
+            assert_eq!(head.len, payload.len() - at - rest.len());
+            assert_eq!((head.session, head.seq), (40 + i as u64, event.seq));
+            assert_eq!((head.time, head.data_len), (event.time, event.data.len()));
+            assert!(matches!(record, Record::Event { .. }));
+            at += head.len;
+        }
+        // Not an event record, or cut short: the caller decodes in full.
+        assert_eq!(peek_event(&payload[at..], Utf8::Skip), None);
+        let header = SessionHeader::new("s", 0);
+        let mut create = Vec::new();
+        Record::CreateSession { session: 1, header }
+            .encode_into(&mut create)
+            .unwrap();
+        assert_eq!(peek_event(&create, Utf8::Skip), None);
+        let one = Record::encode_event(1, &events[0]).unwrap();
+        assert_eq!(peek_event(&one[..one.len() - 1], Utf8::Skip), None);
+        // Data that is not UTF-8: a full decode refuses it, and so does a checked peek.
+        let mut bad = Record::encode_event(1, &Event::new("k", 0, 0, "{}")).unwrap();
+        let at = bad.iter().position(|&b| b == b'{').unwrap();
+        bad[at] = 0xff;
+        assert!(Record::decode(&bad).is_err());
+        assert_eq!(peek_event(&bad, Utf8::Check), None);
+        assert!(peek_event(&bad, Utf8::Skip).is_some());
+    }
+}
