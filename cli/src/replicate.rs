@@ -73,28 +73,9 @@ fn target(url: &str, e: &EndpointArgs) -> Result<ReplicaTarget, ReplicateError> 
     Ok(t)
 }
 
-/// A duration: a number with a unit `ms`, `s`, `m`, `h` or `d`.
+/// A duration: a number with a unit `ms`, `s`, `m`, `h` or `d` (as `retain --max-idle`).
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (digits, unit) = s.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("\"{s}\" is not a duration such as 1s, 500ms, 5m or 24h"))?;
-    let ms = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => {
-            return Err(format!(
-                "\"{s}\": the unit must be ms, s, m, h or d (e.g. 1s)"
-            ));
-        }
-    };
-    n.checked_mul(ms)
-        .map(Duration::from_millis)
-        .ok_or_else(|| format!("\"{s}\" is too long"))
+    crate::retain::parse_age(s).map(Duration::from_millis)
 }
 
 /// An RFC 3339 UTC time (`YYYY-MM-DDTHH:MM:SS[.fff]Z`) or epoch milliseconds.

@@ -152,13 +152,13 @@ pub fn retain(store_dir: &Path, args: &RetainArgs) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// An age: a number with a unit `ms`, `s`, `m`, `h` or `d` (milliseconds).
-fn parse_age(s: &str) -> Result<u64, String> {
+/// An age or an interval: a number with a unit `ms`, `s`, `m`, `h` or `d` (milliseconds).
+pub(crate) fn parse_age(s: &str) -> Result<u64, String> {
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (digits, unit) = s.split_at(split);
     let n: u64 = digits
         .parse()
-        .map_err(|_| format!("\"{s}\" is not an age such as 30d, 12h, 90m, 45s or 500ms"))?;
+        .map_err(|_| format!("\"{s}\" is not a duration such as 30d, 12h, 90m, 1s or 500ms"))?;
     let ms = match unit {
         "ms" => 1,
         "s" => 1_000,
@@ -167,12 +167,12 @@ fn parse_age(s: &str) -> Result<u64, String> {
         "d" => 86_400_000,
         _ => {
             return Err(format!(
-                "\"{s}\": the unit must be ms, s, m, h or d (e.g. 30d)"
+                "\"{s}\": the unit must be ms, s, m, h or d (e.g. 30d or 1s)"
             ));
         }
     };
     n.checked_mul(ms)
-        .ok_or_else(|| format!("\"{s}\" is too long an age"))
+        .ok_or_else(|| format!("\"{s}\" is too long a duration"))
 }
 
 /// A size: a number of bytes, optionally with a unit `K`, `KB`, `KiB`, `M`, `MB`, `MiB`, `G`,

@@ -72,12 +72,13 @@ pub(super) fn skip_value_valid(b: &[u8], pos: usize) -> usize {
     }
 }
 
-/// Calls `f(raw_key, value)` for each member of the (validated) object starting at `pos`, in
-/// source order, without allocating: `raw_key` is the text between the key's quotes.
+/// Calls `f(raw_key, value, value's span)` for each member of the (validated) object starting
+/// at `pos`, in source order, without allocating: `raw_key` is the text between the key's
+/// quotes.
 pub(crate) fn visit_members_valid<'a>(
     text: &'a str,
     pos: usize,
-    mut f: impl FnMut(&'a str, &'a str),
+    mut f: impl FnMut(&'a str, &'a str, std::ops::Range<usize>),
 ) {
     let b = text.as_bytes();
     let mut i = skip_ws(b, pos + 1);
@@ -89,7 +90,11 @@ pub(crate) fn visit_members_valid<'a>(
         let colon = skip_ws(b, key_end);
         let vstart = skip_ws(b, colon + 1);
         let vend = skip_value_valid(b, vstart);
-        f(raw_key, text.get(vstart..vend).unwrap_or_default());
+        f(
+            raw_key,
+            text.get(vstart..vend).unwrap_or_default(),
+            vstart..vend,
+        );
         let next = skip_ws(b, vend);
         if b.get(next) != Some(&b',') {
             break;
@@ -100,32 +105,15 @@ pub(crate) fn visit_members_valid<'a>(
 
 /// Members of the (validated) object starting at `pos`, in source order.
 pub(crate) fn members_valid(text: &str, pos: usize) -> Vec<RawMember<'_>> {
-    let b = text.as_bytes();
     let mut out = Vec::new();
-    let mut i = skip_ws(b, pos + 1);
-    if b.get(i) == Some(&b'}') {
-        return out;
-    }
-    while b.get(i) == Some(&b'"') {
-        let key_end = skip_string_valid(b, i);
-        let raw_key = text
-            .get(i + 1..key_end.saturating_sub(1))
-            .unwrap_or_default();
-        let colon = skip_ws(b, key_end);
-        let vstart = skip_ws(b, colon + 1);
-        let vend = skip_value_valid(b, vstart);
+    visit_members_valid(text, pos, |raw_key, value, span| {
         out.push(RawMember {
             key: decode_string(raw_key, raw_key.contains('\\')),
             raw_key,
-            value: text.get(vstart..vend).unwrap_or_default(),
-            span: vstart..vend,
+            value,
+            span,
         });
-        let next = skip_ws(b, vend);
-        if b.get(next) != Some(&b',') {
-            break;
-        }
-        i = skip_ws(b, next + 1);
-    }
+    });
     out
 }
 

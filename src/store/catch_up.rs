@@ -25,8 +25,15 @@ impl Store {
             self.fold_behind(only);
             return;
         }
-        let behind: Vec<u64> = self
-            .registry()
+        let behind = self.surface_behind(only);
+        // A failure here comes back when the session is used.
+        let _ = self.catch_up_sessions(behind, &mut Vec::new());
+    }
+
+    /// The live sessions (or `only`) whose surface the index does not cover to their last
+    /// event (verbatim sessions have none).
+    fn surface_behind(&self, only: Option<u64>) -> Vec<u64> {
+        self.registry()
             .live()
             .iter()
             .filter(|r| {
@@ -35,9 +42,7 @@ impl Store {
                     && only.is_none_or(|n| n == r.number)
             })
             .map(|r| r.number)
-            .collect();
-        // A failure here comes back when the session is used.
-        let _ = self.catch_up_sessions(behind, &mut Vec::new());
+            .collect()
     }
 
     /// A read-only open's catch-up: every session whose surface the index does not cover to
@@ -53,17 +58,7 @@ impl Store {
     /// folded before. Returns the sessions whose replay failed (their error returns when
     /// they are read).
     pub(crate) fn fold_behind(&self, only: Option<u64>) -> Vec<(String, String)> {
-        let behind: Vec<u64> = self
-            .registry()
-            .live()
-            .iter()
-            .filter(|r| {
-                r.surface_covered < r.next_seq
-                    && !r.is_verbatim()
-                    && only.is_none_or(|n| n == r.number)
-            })
-            .map(|r| r.number)
-            .collect();
+        let behind = self.surface_behind(only);
         let mut failures = Vec::new();
         for number in behind {
             // A reader's refresh continues the state it folded before.

@@ -648,7 +648,7 @@ pub(super) fn current_message_shape(kind: &str, data: &str) -> bool {
         return true;
     }
     let mut found = false;
-    crate::json::visit_members_valid(data, start, |key, _| found |= marks.contains(&key));
+    crate::json::visit_members_valid(data, start, |key, _, _| found |= marks.contains(&key));
     found
 }
 
