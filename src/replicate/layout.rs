@@ -248,4 +248,31 @@ mod tests {
             Err(ReplicateError::UnsupportedManifest { .. })
         ));
     }
+
+    /// The worked example of format-spec.md §12.3 decodes to what the text says.
+    #[test]
+    fn the_spec_manifest_example_decodes() {
+        let spec = include_str!("../../format-spec.md");
+        let section = &spec[spec.find("## 12.").expect("the spec has §12")..];
+        let start = section.find("```json\n").expect("§12 has a JSON example") + 8;
+        let end = start + section[start..].find("```").expect("the example ends");
+        let m = Manifest::decode("example", &section.as_bytes()[start..end]).expect("decodes");
+        assert_eq!((m.time_ms, m.sequence), (1_767_225_600_000, 42));
+        assert_eq!(
+            m.log_position(),
+            LogPosition {
+                segment: 3,
+                offset: 1_048_576
+            }
+        );
+        let gens: Vec<(u64, u64, u32, u64)> = m
+            .segments
+            .iter()
+            .map(|s| (s.number, s.generation, s.format_version, s.length))
+            .collect();
+        assert_eq!(
+            gens,
+            [(1, 1, 3, 67_108_800), (2, 2, 4, 1024), (3, 1, 3, 1_048_576)]
+        );
+    }
 }
