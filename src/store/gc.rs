@@ -324,23 +324,34 @@ impl Store {
                 break;
             }
         }
-        let droppable = orphans.droppable(&collect);
-
-        let mut copies = Vec::new();
-        for &number in &collect {
-            match self.compact_segment(
-                number,
-                &known,
-                &|r| droppable.contains(&session_of(r).0),
-                None,
-            )? {
-                Ok(c) if (c.bytes.len() as u64) < c.old_len => copies.push(c),
-                Ok(_) => report
-                    .skipped
-                    .push((number, "nothing in it can be dropped yet".into())),
-                Err(why) => report.skipped.push((number, why)),
+        // A segment left alone (its copy would not be smaller, or it cannot be compacted)
+        // keeps the creation records in it: the GC plans again without it, so that no copy
+        // drops the later records (a `DeleteSession` among them) of a session whose creation
+        // stays, which a rebuild from the log would bring back.
+        let copies = loop {
+            let droppable = orphans.droppable(&collect);
+            let mut copies = Vec::new();
+            let mut left = Vec::new();
+            for &number in &collect {
+                match self.compact_segment(
+                    number,
+                    &known,
+                    &|r| droppable.contains(&session_of(r).0),
+                    None,
+                )? {
+                    Ok(c) if (c.bytes.len() as u64) < c.old_len => copies.push(c),
+                    Ok(_) => left.push((number, "nothing in it can be dropped yet".to_owned())),
+                    Err(why) => left.push((number, why)),
+                }
             }
-        }
+            let done: BTreeSet<u64> = copies.iter().map(|c| c.number).collect();
+            let replan = !left.is_empty() && orphans.droppable(&done) != droppable;
+            report.skipped.extend(left);
+            if !replan {
+                break copies;
+            }
+            collect = done;
+        };
         for c in &copies {
             report.compacted.push(c.number);
             report.freed += c.old_len - c.bytes.len() as u64;

@@ -475,3 +475,23 @@ fn a_reopen_that_defers_the_catch_up_makes_what_it_serves_durable() {
         .run()
         .unwrap_or_else(|e| panic!("multiframe-restart seed {seed}: {e}"));
 }
+
+/// Regression (engine, found by `index-damage` seed 1756): a GC planned segments 1-4 and a
+/// purged session's records in segments 1 (its creation) and 2 (its `DeleteSession`) as
+/// droppable, then left segment 1 alone (its recompressed copy would not have been smaller)
+/// and installed segment 2's copy. The creation stayed and the deletion was gone: with the
+/// index intact nothing showed, but the next rebuild from the log (here after the index was
+/// lost in a crash) brought back a session whose deletion had been acknowledged durable. A
+/// segment left alone now makes the GC plan again without it.
+#[test]
+fn a_gc_that_leaves_a_creation_segment_alone_keeps_the_deletion() {
+    let mut family = MAIN;
+    family.durabilities = &[0, 1, 2];
+    family.flips = false;
+    family.new_ops = true;
+    family.index_damage = true;
+    let seed = 1756;
+    Scenario::new(seed, family)
+        .run()
+        .unwrap_or_else(|e| panic!("index-damage seed {seed}: {e}"));
+}

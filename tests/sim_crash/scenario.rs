@@ -67,6 +67,14 @@ impl Scenario {
                 store.recovery_report(),
                 sessionlog::fs::FileSystem::list(&*self.sim, &self.seg_dir())
             );
+            for n in 1..20u64 {
+                if let Some(b) = self
+                    .sim
+                    .read_file(&self.seg_dir().join(format!("{n:020}.seg")))
+                {
+                    eprintln!("  segment {n}: version {:?}, {} bytes", b.get(8), b.len());
+                }
+            }
         }
         if store.recovery_report().index_rebuilt {
             self.tally.index_rebuilt += 1;
