@@ -1,0 +1,40 @@
+//! The instruction profile of the append path: appends the dsh workload's events to one
+//! `Buffered` session one by one, flushes, and prints how many events it appended, so that a
+//! callgrind total divides by a known count.
+//!
+//! ```text
+//! cargo build --release -p sessionlog-bench --example append_profile
+//! valgrind --tool=callgrind '--toggle-collect=sessionlog::store::internals::<impl sessionlog::store::Store>::append' \
+//!     target/release/examples/append_profile 5800
+//! ```
+//!
+//! Divide the collected instructions by the printed count (`callgrind_annotate --inclusive=yes`
+//! for the breakdown). A second argument sets `Config::checkpoint_bytes` (what an index
+//! checkpoint every that many bytes costs the appends).
+
+use sessionlog::store::{Config, Durability, Store};
+use sessionlog_bench::workload::{WorkloadConfig, generate_events, session_header, session_id};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let n: u64 = std::env::args()
+        .nth(1)
+        .map(|a| a.parse())
+        .transpose()?
+        .unwrap_or(5_800);
+    let mut config = Config::default().durability(Durability::Buffered);
+    if let Some(bytes) = std::env::args().nth(2) {
+        config = config.checkpoint_bytes(bytes.parse()?);
+    }
+    let events = generate_events(&WorkloadConfig::default(), 0, n);
+    let dir = tempfile::tempdir()?;
+    let store = Store::open(dir.path(), config)?;
+    store.create_session(session_header(0))?;
+    let count = events.len();
+    for e in events {
+        store.append(&session_id(0), e)?;
+    }
+    store.flush()?;
+    store.close()?;
+    println!("appended {count} events");
+    Ok(())
+}
