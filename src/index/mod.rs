@@ -98,15 +98,42 @@ pub struct Index {
 
 impl Drop for Index {
     fn drop(&mut self) {
-        // Closing a damaged file (or one redb panicked on before) can panic inside redb.
+        let in_memory = self.path.is_none();
         let slot = self.db.get_mut().unwrap_or_else(|p| p.into_inner());
         if let Some(db) = slot.take() {
-            let _ = guarded("index.redb", move || {
-                drop(db);
-                Ok(())
-            });
+            if in_memory {
+                // A copy in memory (a read-only open's) has nothing to persist.
+                discard(db);
+            } else {
+                // Closing a damaged file (or one redb panicked on before) can panic inside
+                // redb.
+                let _ = guarded("index.redb", move || {
+                    drop(db);
+                    Ok(())
+                });
+            }
         }
     }
+}
+
+/// Drops a redb handle without the commit redb makes when it closes a database (recording
+/// its allocator state). That commit is useless for a copy in memory or a file about to be
+/// deleted or replaced, and on some damage a normal open does not notice (a freed-page list
+/// pointing at pages it should not), redb panics inside it and panics again while
+/// unwinding, which aborts the process: no `catch_unwind` stops that. redb skips the commit
+/// when it is closed during a panic, so the handle is dropped while a panic that never
+/// reaches the panic hook (`resume_unwind`) unwinds, and that panic is caught here.
+fn discard(db: Db) {
+    struct DropWhileUnwinding(Option<Db>);
+    impl Drop for DropWhileUnwinding {
+        fn drop(&mut self) {
+            drop(self.0.take());
+        }
+    }
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _db = DropWhileUnwinding(Some(db));
+        std::panic::resume_unwind(Box::new(()));
+    }));
 }
 
 impl std::fmt::Debug for Index {

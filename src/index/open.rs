@@ -205,6 +205,15 @@ impl Index {
         drop(self);
     }
 
+    /// Closes an index file found damaged that is about to be deleted or replaced, without
+    /// the commit redb makes when it closes a database (which can abort the process on a
+    /// damaged file).
+    pub fn abandon(mut self) {
+        if let Some(db) = self.db.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+            super::discard(db);
+        }
+    }
+
     pub(super) fn begin_read(&self) -> Result<redb::ReadTransaction, IndexError> {
         Ok(match &*self.db() {
             Some(Db::Write(db)) => db.begin_read()?,

@@ -99,12 +99,10 @@ impl Index {
             return Err(e);
         }
         // The old handle is closed before the rename: from here on, a failure leaves the
-        // index closed, and the next open uses whichever complete file the name holds.
+        // index closed, and the next open uses whichever complete file the name holds. The
+        // file is replaced: it is closed without redb's closing commit.
         if let Some(old) = slot.take() {
-            let _ = guarded("index.redb", move || {
-                drop(old);
-                Ok(())
-            });
+            super::discard(old);
         }
         std::fs::rename(&tmp, &path).map_err(io_error(&path))?;
         std::fs::File::open(&dir)

@@ -70,7 +70,8 @@ pub(super) fn open_index(
                 Ok(index) => match run(&index) {
                     Ok(recovered) => return Ok((index, recovered)),
                     Err(OpenError::Index(IndexError::Damaged { table, detail })) => {
-                        index.close();
+                        // Deleted below: never closed (closing a damaged file can abort).
+                        index.abandon();
                         format!("index damaged ({table}: {detail})")
                     }
                     Err(e) => return Err(e),

@@ -495,3 +495,21 @@ fn a_gc_that_leaves_a_creation_segment_alone_keeps_the_deletion() {
         .run()
         .unwrap_or_else(|e| panic!("index-damage seed {seed}: {e}"));
 }
+
+/// Regression (engine, found by `index-damage` seed 9752): a read-only open of an index with
+/// a few bytes xored works on a repaired copy in memory; dropping that copy ran redb's closing
+/// commit, which on this damage (a freed-page list) panics inside redb and panics again while
+/// unwinding: the process aborted (no `catch_unwind` stops that). A copy in memory, a damaged
+/// file about to be rebuilt and a file an erase replaces are now closed without that commit.
+#[test]
+fn dropping_a_damaged_index_copy_does_not_abort_the_process() {
+    let mut family = MAIN;
+    family.durabilities = &[0, 1, 2];
+    family.flips = false;
+    family.new_ops = true;
+    family.index_damage = true;
+    let seed = 9752;
+    Scenario::new(seed, family)
+        .run()
+        .unwrap_or_else(|e| panic!("index-damage seed {seed}: {e}"));
+}
