@@ -83,7 +83,7 @@ pub fn issue16(r: &Results) -> Vec<TargetRow> {
     vs_raw(&mut out, 64, Mode::PerEvent, 0.5, "coalesced ceiling");
     out.push(TargetRow {
         name: "instructions per appended event".into(),
-        target: "<= 8k (callgrind of the criterion append bench)".into(),
+        target: "<= 8k (callgrind of `bench/examples/append_profile.rs`)".into(),
         measured: "not measured by this harness (benches/README.md records the profile)".into(),
         met: None,
     });
