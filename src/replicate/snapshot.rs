@@ -302,3 +302,108 @@ pub(crate) fn describe(
         },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The JSON example of the section that starts with `heading` in format-spec.md.
+    fn spec_example(heading: &str) -> &'static [u8] {
+        let spec = include_str!("../../format-spec.md");
+        let section = &spec[spec.find(heading).expect("the spec has the section")..];
+        let start = section.find("```json\n").expect("it has a JSON example") + 8;
+        let end = start + section[start..].find("```").expect("the example ends");
+        &section.as_bytes()[start..end]
+    }
+
+    /// The worked example of format-spec.md §12.7 decodes to what the text says, and is a
+    /// snapshot the §12.3 example manifest can restore from (its last segment's CRC to be
+    /// checked over the restored bytes).
+    #[test]
+    fn the_spec_snapshot_example_decodes_and_matches_the_manifest_example() {
+        let d = SnapshotDescriptor::decode(spec_example("### 12.7")).expect("decodes");
+        assert_eq!((d.time_ms, d.sequence), (1_767_225_600_000, 42));
+        assert_eq!(d.index_format_version, 4);
+        assert_eq!(
+            d.log_position(),
+            LogPosition {
+                segment: 3,
+                offset: 524_288
+            }
+        );
+        let segs: Vec<(u64, u64, u64)> = d
+            .segments
+            .iter()
+            .map(|s| (s.number, s.generation, s.length))
+            .collect();
+        assert_eq!(segs, [(1, 1, 67_108_800), (2, 2, 1024), (3, 1, 524_288)]);
+        assert_eq!(
+            d.body,
+            SnapshotBody {
+                length: 1_052_672,
+                crc32: 3_735_928_559
+            }
+        );
+        let m = Manifest::decode("m", spec_example("### 12.3")).expect("the manifest decodes");
+        let last = d.matches(&m).expect("it matches").expect("a CRC to check");
+        assert_eq!(
+            (last.number, last.length, last.crc32),
+            (3, 524_288, 2_882_400_018)
+        );
+        // Another generation of segment 2 in the restored log: refused.
+        let mut other = m.clone();
+        other.segments[1].generation = 3;
+        assert!(d.matches(&other).unwrap_err().contains("generation"));
+        // Segment 1 of other bytes: refused.
+        let mut other = m.clone();
+        other.segments[0].crc32 ^= 1;
+        assert!(d.matches(&other).is_err());
+        // A manifest before the snapshot's position: refused.
+        let mut short = m;
+        short.segments.truncate(2);
+        short.position = ManifestPosition {
+            segment: 2,
+            offset: 1024,
+        };
+        assert!(d.matches(&short).unwrap_err().contains("past"));
+    }
+
+    #[test]
+    fn descriptors_round_trip_and_refuse_what_they_cannot_read() {
+        let d = SnapshotDescriptor::decode(spec_example("### 12.7")).expect("decodes");
+        assert_eq!(SnapshotDescriptor::decode(&d.encode()), Ok(d.clone()));
+        let mut newer = d.clone();
+        newer.version = 2;
+        assert!(
+            SnapshotDescriptor::decode(&newer.encode())
+                .unwrap_err()
+                .contains("version 2")
+        );
+        let mut bad = d.clone();
+        bad.position.offset = 1;
+        assert!(SnapshotDescriptor::decode(&bad.encode()).is_err());
+        let mut gap = d;
+        gap.segments.remove(1);
+        assert!(SnapshotDescriptor::decode(&gap.encode()).is_err());
+        assert!(SnapshotDescriptor::decode(b"{").is_err());
+    }
+
+    #[test]
+    fn snapshot_names_round_trip() {
+        let prefix = ObjectPath::from("p");
+        let body = snapshot_path(&prefix, 1_767_225_600_000, 42, "redb");
+        assert_eq!(
+            body.as_ref(),
+            "p/index/00000001767225600000-00000000000000000042.redb"
+        );
+        assert_eq!(
+            parse_snapshot_name(body.filename().unwrap_or("")),
+            Some((1_767_225_600_000, 42, "redb"))
+        );
+        assert_eq!(parse_snapshot_name("1-2.json"), None);
+        assert_eq!(
+            parse_snapshot_name("00000000000000000001-00000000000000000002.txt"),
+            None
+        );
+    }
+}
