@@ -104,15 +104,15 @@ pub fn restore(
     let (mut report, staged) =
         runtime.block_on(download(&remote, at_ms, &staging, from.uses_snapshots()))?;
     report.download_time = started.elapsed();
-    // The snapshot first (a store without segments is nothing), then the segments: one
-    // rename makes the store appear.
+    // Publish the segments: one rename makes the store appear (a store whose open would
+    // rebuild its index from the log); then the snapshot becomes its index.
+    let segments_dir = dir.join(SEGMENTS_DIR);
+    std::fs::rename(staging.join(SEGMENTS_DIR), &segments_dir)
+        .map_err(|e| ReplicateError::io(&segments_dir, e))?;
     let index = dir.join(crate::store::INDEX_FILE);
     if let Some(s) = &staged {
         std::fs::rename(&s.path, &index).map_err(|e| ReplicateError::io(&index, e))?;
     }
-    let segments_dir = dir.join(SEGMENTS_DIR);
-    std::fs::rename(staging.join(SEGMENTS_DIR), &segments_dir)
-        .map_err(|e| ReplicateError::io(&segments_dir, e))?;
     sync_dir(dir)?;
     let _ = std::fs::remove_dir_all(&staging);
     let mut problems = open_and_verify(dir, &mut report)?;
