@@ -247,7 +247,8 @@ fn restore_at_catches_up_from_an_older_snapshot() {
 }
 
 /// Damaged snapshots (a flipped byte in the body, a body that is not redb with a descriptor
-/// made to match it, a descriptor that lies about its position) and one of a generation a GC
+/// made to match it, a descriptor that lies about its position, a forged body whose own
+/// checks pass but whose contents disagree with the log) and one of a generation a GC
 /// replaced: each is refused with a note saying why, the index is rebuilt from the log, and
 /// the restored store equals the source.
 #[test]
@@ -312,6 +313,32 @@ fn a_damaged_or_mismatched_snapshot_falls_back_to_a_rebuild() {
     assert!(segs > 1, "several segments: {v}");
     put(&url, endpoint, &json, serde_json::to_vec(&v).unwrap());
     fallback("covers");
+    // A forged body that passes every check of its own (redb's checksums, each entry's CRC,
+    // its watermark) but lacks an index entry: the store opened from it does not verify, so
+    // the restore gives it up and rebuilds the index from the log.
+    let forged = {
+        use redb::ReadableTable;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.redb");
+        std::fs::write(&path, &body).unwrap();
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut t = txn.open_table(sessionlog::index::EVENTS).unwrap();
+            let last = t.last().unwrap().map(|(k, _)| *k.value()).unwrap();
+            t.remove(&last).unwrap();
+        }
+        txn.commit().unwrap();
+        drop(db);
+        std::fs::read(&path).unwrap()
+    };
+    let mut v: serde_json::Value = serde_json::from_slice(&descriptor).unwrap();
+    v["body"]["length"] = forged.len().into();
+    v["body"]["crc32"] = crc32fast::hash(&forged).into();
+    put(&url, endpoint, &redb, forged);
+    put(&url, endpoint, &json, serde_json::to_vec(&v).unwrap());
+    fallback("did not verify");
+    put(&url, endpoint, &redb, body.clone());
     // Back as shipped: used again.
     put(&url, endpoint, &json, descriptor);
     let ok = restore(&target(&url, endpoint), None, dst.path().join("ok")).unwrap();
