@@ -424,3 +424,89 @@ fn remote_retention_keeps_the_snapshots_kept_manifests_need() {
     assert!(used_a_snapshot(&r), "{r:?}");
     assert_eq!(snapshot(src.path()), snapshot(dst.path()));
 }
+
+/// `sessionlog replicate --snapshot-every SIZE --snapshot-interval DURATION` until SIGINT;
+/// its stdout.
+fn replicate_cli(url: &str, endpoint: &str, dir: &std::path::Path, every: &str) -> String {
+    use std::io::{BufRead, BufReader, Read};
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_sessionlog"));
+    c.args(["replicate", "--to", url, "--endpoint", endpoint])
+        .args(["--interval", "100ms", "--snapshot-every", every])
+        .args(["--snapshot-interval", "0s"])
+        .arg(dir)
+        .env_remove("SESSIONLOG_STORE")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in credentials() {
+        c.env(k, v);
+    }
+    let mut child = c.spawn().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut out = String::new();
+    stdout.read_line(&mut out).unwrap();
+    assert!(out.starts_with("replicating"), "{out}");
+    assert!(wait_for(30, || !names(url, endpoint, "manifests").is_empty()));
+    signal(&child, 2);
+    let status = child.wait().unwrap();
+    stdout.read_to_string(&mut out).unwrap();
+    assert!(status.success(), "{status:?}\n{out}");
+    out
+}
+
+/// The command line's flags: a snapshot shipped by `replicate --snapshot-every`, none with
+/// `--snapshot-every 0` (the restore says so and rebuilds), a size it cannot read refused.
+#[test]
+fn the_command_line_ships_snapshots_as_asked() {
+    let _g = serial();
+    if skip() {
+        return;
+    }
+    let endpoint = server().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let store = writable(src.path());
+    append(&store, &["c0", "c1"], 60);
+    store.close().unwrap();
+    let dst = tempfile::tempdir().unwrap();
+    let restore_to = |url: &str, name: &str| {
+        super::ok(cli(&[
+            "restore",
+            "--from",
+            url,
+            "--endpoint",
+            endpoint,
+            dst.path().join(name).to_str().unwrap(),
+        ]))
+    };
+    let with = bucket_url("snap-cli");
+    let out = replicate_cli(&with, endpoint, src.path(), "1KiB");
+    assert!(out.contains(", 1 index snapshot(s) uploaded"), "{out}");
+    let restored = restore_to(&with, "with");
+    assert!(restored.contains("index from snapshot"), "{restored}");
+    assert_eq!(snapshot(src.path()), snapshot(&dst.path().join("with")));
+    let without = bucket_url("snap-cli-none");
+    let out = replicate_cli(&without, endpoint, src.path(), "0");
+    assert!(out.contains(", 0 index snapshot(s) uploaded"), "{out}");
+    assert!(names(&without, endpoint, "index").is_empty());
+    let restored = restore_to(&without, "without");
+    assert!(
+        restored.contains("note: the replica holds no index snapshot")
+            && restored.contains("index rebuilt from the log"),
+        "{restored}"
+    );
+    assert_eq!(snapshot(src.path()), snapshot(&dst.path().join("without")));
+    let bad = cli(&[
+        "replicate",
+        "--to",
+        &without,
+        "--snapshot-every",
+        "12parsecs",
+        src.path().to_str().unwrap(),
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("the unit must be"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}
