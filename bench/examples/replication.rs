@@ -10,8 +10,10 @@
 //! `SESSIONLOG_S3_ENDPOINT` names another (then `SESSIONLOG_S3_BUCKET` must exist and the
 //! `AWS_*` credentials are used). EVENTS (default 60000) are appended with `Sync` durability
 //! by 16 threads, one session each (the bench workload's turns: chunks, tool calls, results);
-//! runs alternate off/on three times. RESTORE_MIB (default 1024) is the size of the store
-//! shipped and restored; the stores are made in the current directory and removed.
+//! runs alternate off/on three times. RESTORE_MIB (default 1024) is the size of the events of
+//! the store shipped and restored (three quarters shipped with an index snapshot, then the
+//! rest without), restored with the snapshot and then with a rebuild from the log; the stores
+//! are made in the current directory and removed.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -207,6 +209,7 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// Appends about `mib` MiB of events to the store in `dir` (made when missing), 16 sessions.
 fn big_store(dir: &std::path::Path, mib: u64) {
     let store = Store::open(
         dir,
@@ -218,10 +221,16 @@ fn big_store(dir: &std::path::Path, mib: u64) {
     let mut rng = SplitMix64::new(7);
     let target = mib << 20;
     let mut seq = [0u64; 16];
-    for i in 0..16 {
-        store
-            .create_session(SessionHeader::new(format!("big-{i}"), 1))
-            .expect("create");
+    for (i, s) in seq.iter_mut().enumerate() {
+        let id = format!("big-{i}");
+        match store.len(&id) {
+            Some(n) => *s = n,
+            None => {
+                store
+                    .create_session(SessionHeader::new(id, 1))
+                    .expect("create");
+            }
+        }
     }
     let mut written = 0u64;
     let alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
@@ -281,8 +290,16 @@ fn main() {
         return;
     }
     let src = tempfile::tempdir_in(".").expect("tempdir");
+    // Three quarters shipped with an index snapshot, then the last quarter without one: the
+    // restore with the snapshot replays that quarter.
     let t = Instant::now();
-    big_store(src.path(), restore_mib);
+    big_store(src.path(), restore_mib * 3 / 4);
+    let url = bucket("restore");
+    let first = sessionlog::replicate::replicate(src.path(), target(&url, &endpoint))
+        .expect("replicate")
+        .stop_within(Duration::from_secs(3600))
+        .expect("ship");
+    big_store(src.path(), restore_mib - restore_mib * 3 / 4);
     let size: u64 = std::fs::read_dir(src.path().join("segments"))
         .map(|d| {
             d.flatten()
@@ -292,33 +309,59 @@ fn main() {
         })
         .unwrap_or(0);
     println!(
-        "store of {:.0} MiB on disk written in {:.1} s",
+        "store of {:.0} MiB on disk written (three quarters of it shipped meanwhile) in {:.1} s",
         size as f64 / 1048576.0,
         t.elapsed().as_secs_f64()
     );
-    let url = bucket("restore");
     let t = Instant::now();
     let rep =
-        sessionlog::replicate::replicate(src.path(), target(&url, &endpoint)).expect("replicate");
+        sessionlog::replicate::replicate(src.path(), target(&url, &endpoint).snapshot_every(0))
+            .expect("replicate");
     let stats = rep.stop_within(Duration::from_secs(3600)).expect("ship");
+    let (stats_bytes, parts) = (first.bytes + stats.bytes, first.parts + stats.parts);
     println!(
-        "shipped {:.0} MiB in {:.1} s ({} parts)",
-        stats.bytes as f64 / 1048576.0,
+        "shipped {:.0} MiB ({} parts; the last quarter in {:.1} s), index snapshot at {:?}, log end {:?}",
+        stats_bytes as f64 / 1048576.0,
+        parts,
         t.elapsed().as_secs_f64(),
-        stats.parts
+        first.snapshot_position,
+        stats.shipped
     );
-    let dst = tempfile::tempdir_in(".").expect("tempdir");
-    let t = Instant::now();
-    let report = restore(&target(&url, &endpoint), None, dst.path().join("r")).expect("restore");
-    println!(
-        "restore of {:.0} MiB: {:.1} s in all ({:.1} s download, {:.1} s index rebuild, {:.1} s verify), {} sessions, {} events, at {:?}",
-        report.bytes as f64 / 1048576.0,
-        t.elapsed().as_secs_f64(),
-        report.download_time.as_secs_f64(),
-        report.open_time.as_secs_f64(),
-        report.verify_time.as_secs_f64(),
-        report.sessions,
-        report.events,
-        SystemTime::now()
-    );
+    let index_mib = std::fs::metadata(src.path().join("index.redb"))
+        .map(|m| m.len() as f64 / 1048576.0)
+        .unwrap_or(0.0);
+    println!("index.redb of the source: {index_mib:.1} MiB");
+    // With the snapshot (the default), then rebuilding the index from the log.
+    for use_snapshots in [true, false] {
+        let dst = tempfile::tempdir_in(".").expect("tempdir");
+        let t = Instant::now();
+        let report = restore(
+            &target(&url, &endpoint).use_snapshots(use_snapshots),
+            None,
+            dst.path().join("r"),
+        )
+        .expect("restore");
+        let index = match &report.snapshot {
+            Some(_) => format!(
+                "index from snapshot ({:.1} s of the download) + catch-up over {} frames",
+                report.snapshot_time.as_secs_f64(),
+                report.frames_replayed
+            ),
+            None => format!("index rebuilt over {} frames", report.frames_replayed),
+        };
+        println!(
+            "restore of {:.0} MiB: {:.1} s in all ({:.1} s download, {:.1} s open, {:.1} s verify; {index}), {} sessions, {} events, at {:?}",
+            report.bytes as f64 / 1048576.0,
+            t.elapsed().as_secs_f64(),
+            report.download_time.as_secs_f64(),
+            report.open_time.as_secs_f64(),
+            report.verify_time.as_secs_f64(),
+            report.sessions,
+            report.events,
+            SystemTime::now()
+        );
+        for note in &report.notes {
+            println!("  note: {note}");
+        }
+    }
 }

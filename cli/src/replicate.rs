@@ -27,6 +27,13 @@ pub struct ReplicateArgs {
     /// How long the replica keeps manifests (points a restore --at can go back to).
     #[arg(long, default_value = "24h", value_parser = parse_duration)]
     pub retain: Duration,
+    /// Ship an index snapshot (a restore then replays only the log after it) once this much
+    /// log was shipped since the last one (e.g. 64MiB; 0: never), and when stopping.
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = crate::retain::parse_size)]
+    pub snapshot_every: u64,
+    /// The shortest time between two index snapshots while shipping.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub snapshot_interval: Duration,
     #[command(flatten)]
     pub endpoint: EndpointArgs,
     /// The store to ship (default: --store, $SESSIONLOG_STORE, ./sessionlog-store).
@@ -44,6 +51,10 @@ pub struct RestoreArgs {
     /// Default: the newest manifest.
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     pub at: Option<SystemTime>,
+    /// Rebuild the index from the whole log instead of starting from the replica's newest
+    /// matching index snapshot.
+    #[arg(long)]
+    pub no_snapshot: bool,
     #[command(flatten)]
     pub endpoint: EndpointArgs,
     /// The new store (a new or empty directory; default: --store, $SESSIONLOG_STORE).
@@ -182,7 +193,9 @@ pub fn replicate_cmd(default_store: &Path, args: &ReplicateArgs) -> CliResult {
     let t = target(&args.to, &args.endpoint)
         .map_err(|e| cli_error(e, &args.to))?
         .interval(args.interval)
-        .retain(args.retain);
+        .retain(args.retain)
+        .snapshot_every(args.snapshot_every)
+        .snapshot_interval(args.snapshot_interval);
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&stop))?;
@@ -229,12 +242,16 @@ pub fn replicate_cmd(default_store: &Path, args: &ReplicateArgs) -> CliResult {
             if !closed {
                 let _ = writeln!(
                     out,
-                    "stopped: shipped up to {} ({} manifest(s), {} part(s), {} byte(s) uploaded by this run); lag 0",
+                    "stopped: shipped up to {} ({} manifest(s), {} part(s), {} byte(s), {} index snapshot(s) uploaded by this run); lag 0",
                     position(&stats),
                     stats.manifests,
                     stats.parts,
-                    stats.bytes
+                    stats.bytes,
+                    stats.snapshots
                 );
+                if let Some(e) = &stats.snapshot_error {
+                    let _ = writeln!(out, "note: the last index snapshot was not shipped: {e}");
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -251,7 +268,9 @@ pub fn replicate_cmd(default_store: &Path, args: &ReplicateArgs) -> CliResult {
 /// `sessionlog restore`.
 pub fn restore_cmd(default_store: &Path, args: &RestoreArgs) -> CliResult {
     let dir = args.dir.as_deref().unwrap_or(default_store);
-    let t = target(&args.from, &args.endpoint).map_err(|e| cli_error(e, &args.from))?;
+    let t = target(&args.from, &args.endpoint)
+        .map_err(|e| cli_error(e, &args.from))?
+        .use_snapshots(!args.no_snapshot);
     let report = match restore(&t, args.at, dir) {
         Ok(r) => r,
         Err(ReplicateError::TargetNotEmpty(p)) if !p.is_dir() => {
@@ -291,9 +310,22 @@ pub fn restore_cmd(default_store: &Path, args: &RestoreArgs) -> CliResult {
         report.position.offset
     )
     .map_err(stdout_error)?;
+    for note in &report.notes {
+        writeln!(out, "note: {note}").map_err(stdout_error)?;
+    }
+    let index = match (&report.snapshot, report.snapshot_position) {
+        (Some(s), Some(p)) => format!(
+            "index from snapshot {s} (segment {} offset {}), caught up over {} frame(s),",
+            p.segment, p.offset, report.frames_replayed
+        ),
+        _ => format!(
+            "index rebuilt from the log ({} frame(s)),",
+            report.frames_replayed
+        ),
+    };
     writeln!(
         out,
-        "index rebuilt from the log and verified: {} session(s), {} event(s) ({:.1} s download, {:.1} s index rebuild, {:.1} s verify)",
+        "{index} verified: {} session(s), {} event(s) ({:.1} s download, {:.1} s index, {:.1} s verify)",
         report.sessions,
         report.events,
         report.download_time.as_secs_f64(),

@@ -178,7 +178,7 @@ pub(crate) fn parse_age(s: &str) -> Result<u64, String> {
 /// A size: a number of bytes, optionally with a unit `K`, `KB`, `KiB`, `M`, `MB`, `MiB`, `G`,
 /// `GB`, `GiB`, `T`, `TB`, `TiB` (decimal without `i`, binary with it; `K`/`M`/`G`/`T` alone
 /// are binary).
-fn parse_size(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (digits, unit) = s.split_at(split);
     let n: u64 = digits

@@ -94,9 +94,16 @@ impl Index {
             path: path.to_path_buf(),
             source,
         })?;
+        Index::from_bytes(&bytes, path)
+    }
+
+    /// The bytes of an index file (read from `path`, or downloaded as a replica's index
+    /// snapshot), opened writable in memory: redb repairs a file whose writer had not closed
+    /// it, there; nothing is written to disk.
+    pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Index, IndexError> {
         guarded("index.redb", || {
             let db = Builder::new()
-                .create_with_backend(memory_backend(&bytes)?)
+                .create_with_backend(memory_backend(bytes)?)
                 .map_err(|e| open_error(path, e))?;
             Index::init(db)
         })

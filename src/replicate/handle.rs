@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use super::remote::Remote;
 use super::retention::prune;
 use super::ship::{Round, Shipper};
+use super::snapshot::{Capture, capture};
 use super::{ReplicaTarget, ReplicateError};
 use crate::error::LogPosition;
 use crate::store::{Store, now_ms};
@@ -50,8 +51,15 @@ pub struct ReplicaStats {
     pub failing: u64,
     /// The last error met (kept after recovery, for the record).
     pub last_error: Option<String>,
-    /// Manifests and parts removed by the remote retention.
+    /// Manifests, parts and index snapshots removed by the remote retention.
     pub pruned: u64,
+    /// Index snapshots shipped by this replicator (format-spec.md §12.7).
+    pub snapshots: u64,
+    /// The position the last one covers.
+    pub snapshot_position: Option<LogPosition>,
+    /// Why the last attempt at a snapshot shipped none (a copy taken while the writer
+    /// committed, an upload that failed); cleared by the next one shipped.
+    pub snapshot_error: Option<String>,
     /// The replicator stopped: `Some(None)` cleanly, `Some(Some(e))` on an error it cannot
     /// go past (another replicator took the prefix).
     pub stopped: Option<Option<String>>,
@@ -138,6 +146,12 @@ pub fn replicate(
     let thread_shared = Arc::clone(&shared);
     let interval = target.shipping_interval();
     let retain_ms = target.retention().as_millis() as u64;
+    let policy = SnapshotPolicy {
+        every: target.snapshot_bytes(),
+        interval: target.snapshot_period(),
+        since: 0,
+        last: None,
+    };
     let thread = std::thread::Builder::new()
         .name("sessionlog-replicate".into())
         .spawn(move || {
@@ -147,6 +161,7 @@ pub fn replicate(
                 replicator,
                 interval,
                 retain_ms,
+                policy,
                 thread_shared,
                 started_tx,
             ));
@@ -250,12 +265,69 @@ fn record_round(shared: &Shared, round: &Round) {
     }
 }
 
+/// When to ship an index snapshot (format-spec.md §12.7).
+#[derive(Debug)]
+struct SnapshotPolicy {
+    /// Log bytes between two (0: never).
+    every: u64,
+    /// The shortest time between two while shipping.
+    interval: Duration,
+    /// Bytes shipped since the last one.
+    since: u64,
+    /// When the last one was shipped or tried.
+    last: Option<Instant>,
+}
+
+impl SnapshotPolicy {
+    /// A copy of the index to ship with this round's manifest, when one is due: enough
+    /// bytes since the last and not too soon, or (`draining`) anything shipped since the
+    /// last. A copy that fails its checks is reported and tried again later.
+    fn take(&mut self, dir: &Path, draining: bool, shared: &Shared) -> Option<Capture> {
+        let due = self.every > 0
+            && self.since > 0
+            && (draining
+                || (self.since >= self.every
+                    && self.last.is_none_or(|t| t.elapsed() >= self.interval)));
+        if !due {
+            return None;
+        }
+        self.last = Some(Instant::now());
+        match capture(dir) {
+            Ok(c) => c,
+            Err(e) => {
+                lock(&shared.stats).snapshot_error = Some(format!("index copy refused: {e}"));
+                None
+            }
+        }
+    }
+
+    fn record(&mut self, round: &Round, shared: &Shared) {
+        self.since = self.since.saturating_add(round.bytes);
+        let Some(outcome) = &round.snapshot else {
+            return;
+        };
+        self.last = Some(Instant::now());
+        let mut s = lock(&shared.stats);
+        match outcome {
+            Ok(p) => {
+                self.since = 0;
+                s.snapshots += 1;
+                s.snapshot_position = Some(*p);
+                s.snapshot_error = None;
+            }
+            Err(e) => s.snapshot_error = Some(e.clone()),
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn run(
     remote: Remote,
     dir: PathBuf,
     replicator: String,
     interval: Duration,
     retain_ms: u64,
+    mut policy: SnapshotPolicy,
     shared: Arc<Shared>,
     started: std::sync::mpsc::Sender<Result<(), ReplicateError>>,
 ) {
@@ -302,6 +374,8 @@ async fn run(
     if let Some(tx) = started.take() {
         let _ = tx.send(Ok(()));
     }
+    // A replica with no snapshot yet gets one at the first round that can take it.
+    policy.since = if shipper.has_snapshot { 0 } else { u64::MAX };
     let retention_every = RETENTION_EVERY
         .min(Duration::from_millis(retain_ms / 4))
         .max(interval);
@@ -347,7 +421,8 @@ async fn run(
             }
         }
         let mut seen = None;
-        let result = shipper.round(&mut seen).await;
+        let capture = policy.take(&dir, draining, &shared);
+        let result = shipper.round(&mut seen, capture).await;
         if result.is_err()
             && let Some(r) = &seen
         {
@@ -357,6 +432,7 @@ async fn run(
         match result {
             Ok(r) => {
                 record_round(&shared, &r);
+                policy.record(&r, &shared);
                 let mut s = lock(&shared.stats);
                 s.rounds += 1;
                 s.parts += r.parts;
@@ -398,7 +474,7 @@ async fn run(
                 )
                 .await
             {
-                lock(&shared.stats).pruned += p.manifests + p.parts;
+                lock(&shared.stats).pruned += p.manifests + p.parts + p.snapshots;
             }
         }
         let wait = if failing {

@@ -5,15 +5,19 @@
 //! `ACKED`, or with no live writer the log's last whole operation), uploads sealed segments
 //! whole and the active segment's new frames as immutable parts, verifies every frame's length
 //! and CRC before upload, and writes a manifest naming a consistent prefix of the log after
-//! every round that moved it. It takes no lock and never blocks appends. [`restore`] reads the
-//! newest manifest (at or before a time), downloads and verifies the parts, and builds a store
-//! holding exactly that prefix.
+//! every round that moved it. It takes no lock and never blocks appends. Now and then it ships
+//! an index snapshot beside a manifest: a checked copy of `index.redb` and a descriptor naming
+//! the log it covers. [`restore`] reads the newest manifest (at or before a time), downloads
+//! and verifies the parts, and builds a store holding exactly that prefix, its index from the
+//! newest matching snapshot caught up to the log's end (or rebuilt from the log).
 //!
 //! One file per concept: `target.rs` (where to ship: URL, endpoint, credentials), `layout.rs`
 //! (object names and the manifest), `frames.rs` (checking frames), `local.rs` (what the store
 //! directory holds now), `remote.rs` (the object-store calls), `lease.rs` (one replicator per
 //! prefix), `ship.rs` (the shipping rounds), `retention.rs` (the remote's own retention),
-//! `handle.rs` (the background thread, [`Replicator`] and [`ReplicaStats`]) and `restore.rs`.
+//! `handle.rs` (the background thread, [`Replicator`] and [`ReplicaStats`]), `snapshot.rs`
+//! (index snapshots: the descriptor, taking one), `snapshot_use.rs` (a restore's use of one)
+//! and `restore.rs`.
 
 mod frames;
 mod handle;
@@ -24,6 +28,8 @@ mod remote;
 mod restore;
 mod retention;
 mod ship;
+mod snapshot;
+mod snapshot_use;
 mod target;
 
 use std::path::PathBuf;
@@ -31,6 +37,9 @@ use std::path::PathBuf;
 pub use handle::{ReplicaStats, Replicator, replicate};
 pub use layout::{Manifest, ManifestPosition, ManifestSegment};
 pub use restore::{RestoreReport, restore};
+pub use snapshot::{
+    SNAPSHOT_FORMAT, SNAPSHOT_VERSION, SnapshotBody, SnapshotDescriptor, SnapshotSegment,
+};
 pub use target::ReplicaTarget;
 
 use crate::error::{LogPosition, OpenError};

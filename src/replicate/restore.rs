@@ -1,6 +1,7 @@
 //! Restore (format-spec.md §12.3-12.4): the newest manifest at or before a time, its parts
-//! downloaded and checked, the segments written into a new store, the index rebuilt from the
-//! log, and the store verified.
+//! downloaded and checked, the segments written into a new store, the index taken from a
+//! matching index snapshot (§12.7, `snapshot_use.rs`) and caught up, or rebuilt from the log,
+//! and the store verified.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -14,6 +15,7 @@ use super::frames::check_part;
 use super::layout::{ManifestSegment, PartName, SEGMENTS, generation_dir, parse_part};
 use super::remote::Remote;
 use super::ship::{list_manifests, newest_manifest};
+use super::snapshot_use::{self, Staged};
 use super::{ReplicaTarget, ReplicateError};
 use crate::error::LogPosition;
 use crate::log::segment::{self, SEGMENTS_DIR};
@@ -46,9 +48,25 @@ pub struct RestoreReport {
     pub sessions: usize,
     /// Events checked by the verification.
     pub events: u64,
+    /// The index snapshot used (its descriptor's object name); `None`: the index was rebuilt
+    /// from the log.
+    pub snapshot: Option<String>,
+    /// The log position the snapshot covered (the open replayed the log past it).
+    pub snapshot_position: Option<LogPosition>,
+    /// True when the open rebuilt the index from the whole log.
+    pub index_rebuilt: bool,
+    /// Frames the open read to bring the index up to the log's end (from the snapshot's
+    /// position, or from the start when rebuilt).
+    pub frames_replayed: u64,
+    /// Why snapshots were not used (none in the replica, another generation of a segment,
+    /// a damaged object, `use_snapshots(false)`), or why one was given up after use.
+    pub notes: Vec<String>,
     /// Time spent downloading (and checking) the parts.
     pub download_time: Duration,
-    /// Time spent opening the store (rebuilding the index from the log).
+    /// Time spent downloading and checking the index snapshot (part of `download_time`).
+    pub snapshot_time: Duration,
+    /// Time spent opening the store (catching the index up from the snapshot, or rebuilding
+    /// it from the log).
     pub open_time: Duration,
     /// Time spent verifying the store.
     pub verify_time: Duration,
@@ -56,8 +74,11 @@ pub struct RestoreReport {
 
 /// Restores the replica at `from` into `dir` (new or empty, or holding an interrupted
 /// restore, which is resumed): the newest manifest at or before `at` (the newest of all
-/// without it). The store holds exactly the log up to the manifest's position, its index is
-/// rebuilt from the log, and it is verified clean before this returns.
+/// without it). The store holds exactly the log up to the manifest's position; its index is
+/// the newest matching index snapshot caught up to the log's end (unless
+/// [`ReplicaTarget::use_snapshots`] is false), else rebuilt from the log; and it is verified
+/// clean before this returns. A snapshot that fails a check is a note in the report
+/// ([`RestoreReport::notes`]) and the index is rebuilt.
 pub fn restore(
     from: &ReplicaTarget,
     at: Option<SystemTime>,
@@ -80,17 +101,56 @@ pub fn restore(
         .build()
         .map_err(|e| ReplicateError::io(dir, e))?;
     let started = Instant::now();
-    let mut report = runtime.block_on(download(&remote, at_ms, &staging))?;
+    let (mut report, staged) =
+        runtime.block_on(download(&remote, at_ms, &staging, from.uses_snapshots()))?;
     report.download_time = started.elapsed();
-    // Publish the segments: one rename makes the store appear.
+    // Publish the segments: one rename makes the store appear (a store whose open would
+    // rebuild its index from the log); then the snapshot becomes its index.
     let segments_dir = dir.join(SEGMENTS_DIR);
     std::fs::rename(staging.join(SEGMENTS_DIR), &segments_dir)
         .map_err(|e| ReplicateError::io(&segments_dir, e))?;
+    let index = dir.join(crate::store::INDEX_FILE);
+    if let Some(s) = &staged {
+        std::fs::rename(&s.path, &index).map_err(|e| ReplicateError::io(&index, e))?;
+    }
     sync_dir(dir)?;
     let _ = std::fs::remove_dir_all(&staging);
+    let mut problems = open_and_verify(dir, &mut report)?;
+    if !problems.is_empty() && report.snapshot.is_some() {
+        // The snapshot is derived data: never trusted over the log.
+        report.notes.push(format!(
+            "the store opened from index snapshot {} did not verify ({}): the index was rebuilt from the log",
+            report.snapshot.take().unwrap_or_default(),
+            problems.join("; ")
+        ));
+        std::fs::remove_file(&index).map_err(|e| ReplicateError::io(&index, e))?;
+        problems = open_and_verify(dir, &mut report)?;
+    }
+    if !problems.is_empty() {
+        return Err(ReplicateError::Verify {
+            path: dir.to_path_buf(),
+            detail: problems.join("; "),
+        });
+    }
+    Ok(report)
+}
+
+/// Opens the restored store (its index caught up from a snapshot, or rebuilt), verifies it
+/// and closes it; the problems found.
+fn open_and_verify(dir: &Path, report: &mut RestoreReport) -> Result<Vec<String>, ReplicateError> {
     let opened = Instant::now();
     let store = Store::open(dir, Config::default())?;
     report.open_time = opened.elapsed();
+    let recovery = store.recovery_report();
+    report.index_rebuilt = recovery.index_rebuilt || report.snapshot.is_none();
+    report.frames_replayed = recovery.frames_scanned;
+    if let (Some(s), true) = (&report.snapshot, recovery.index_rebuilt) {
+        report.notes.push(format!(
+            "the open rebuilt the index from the log instead of using snapshot {s}: {}",
+            recovery.rebuild_reason.clone().unwrap_or_default()
+        ));
+        report.snapshot = None;
+    }
     let verifying = Instant::now();
     let verified = store.verify()?;
     let mut problems: Vec<String> = verified
@@ -99,8 +159,7 @@ pub fn restore(
         .map(|b| format!("bad frame at {}: {}", b.position, b.reason))
         .chain(verified.problems.iter().cloned())
         .collect();
-    let end = store.recovery_report().truncated.clone();
-    if let Some(t) = end {
+    if let Some(t) = store.recovery_report().truncated.clone() {
         problems.push(format!("the open cut the log: {t:?}"));
     }
     report.sessions = store.sessions().len();
@@ -110,13 +169,7 @@ pub fn restore(
         detail: e.to_string(),
     })?;
     report.verify_time = verifying.elapsed();
-    if !problems.is_empty() {
-        return Err(ReplicateError::Verify {
-            path: dir.to_path_buf(),
-            detail: problems.join("; "),
-        });
-    }
-    Ok(report)
+    Ok(problems)
 }
 
 /// Creates `dir` (private) or accepts it empty or holding only an interrupted restore's
@@ -143,7 +196,8 @@ async fn download(
     remote: &Remote,
     at_ms: Option<u64>,
     staging: &Path,
-) -> Result<RestoreReport, ReplicateError> {
+    use_snapshots: bool,
+) -> Result<(RestoreReport, Option<Staged>), ReplicateError> {
     let Some((name, manifest)) = newest_manifest(remote, at_ms).await? else {
         let all = list_manifests(remote).await?;
         let oldest = all.iter().map(|(k, _)| k.0).min();
@@ -174,7 +228,13 @@ async fn download(
         resumed_segments: 0,
         sessions: 0,
         events: 0,
+        snapshot: None,
+        snapshot_position: None,
+        index_rebuilt: false,
+        frames_replayed: 0,
+        notes: Vec::new(),
         download_time: Duration::ZERO,
+        snapshot_time: Duration::ZERO,
         open_time: Duration::ZERO,
         verify_time: Duration::ZERO,
     };
@@ -205,7 +265,22 @@ async fn download(
         write_segment(&dir, &path, &bytes)?;
     }
     sync_dir(&dir)?;
-    Ok(report)
+    let started = Instant::now();
+    let staged = if use_snapshots {
+        snapshot_use::stage(remote, &manifest, staging, &mut report.notes).await
+    } else {
+        let _ = std::fs::remove_file(snapshot_use::staged_index(staging));
+        report
+            .notes
+            .push("index snapshots not used (asked for a rebuild from the log)".into());
+        None
+    };
+    report.snapshot_time = started.elapsed();
+    if let Some(s) = &staged {
+        report.snapshot = Some(s.object.clone());
+        report.snapshot_position = Some(s.position);
+    }
+    Ok((report, staged))
 }
 
 /// True when an interrupted restore already wrote this segment whole.

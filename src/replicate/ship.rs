@@ -15,6 +15,7 @@ use super::layout::{
 use super::lease::Lease;
 use super::local::{LocalLog, SegmentFile, shippable_end};
 use super::remote::Remote;
+use super::snapshot::{Capture, INDEX_DIR, describe, parse_snapshot_name, snapshot_path};
 use crate::error::LogPosition;
 use crate::log::segment::SEGMENT_HEADER_LEN;
 use crate::store::now_ms;
@@ -33,7 +34,7 @@ pub(crate) struct SegState {
 }
 
 /// What a round did.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Round {
     /// Where it could ship to (`None`: a writer is starting, or a GC is installing copies).
     pub acknowledged: Option<LogPosition>,
@@ -44,6 +45,9 @@ pub(crate) struct Round {
     pub parts: u64,
     pub bytes: u64,
     pub generations: u64,
+    /// An index snapshot was shipped with the manifest (its position), or why the copy
+    /// taken for it could not be used.
+    pub snapshot: Option<Result<LogPosition, String>>,
 }
 
 /// The shipper's state between rounds.
@@ -58,6 +62,8 @@ pub(crate) struct Shipper {
     /// The last manifest's position (written by this run or found at its start).
     pub manifest_position: LogPosition,
     manifest_segments: u64,
+    /// The remote held an index snapshot when this run started.
+    pub has_snapshot: bool,
     sequence: u64,
     last_time: u64,
 }
@@ -95,9 +101,20 @@ impl Shipper {
             max_generation,
             manifest_position: LogPosition::default(),
             manifest_segments: 0,
+            has_snapshot: false,
             sequence: 1,
             last_time: 0,
         };
+        let snapshots = shipper
+            .remote
+            .list(&shipper.remote.prefix.clone().join(INDEX_DIR))
+            .await?;
+        shipper.has_snapshot = snapshots.iter().any(|m| {
+            m.location
+                .filename()
+                .and_then(parse_snapshot_name)
+                .is_some_and(|(_, _, ext)| ext == "json")
+        });
         let Some((_, manifest)) = newest else {
             return Ok(shipper);
         };
@@ -143,10 +160,13 @@ impl Shipper {
     }
 
     /// One round. Errors leave the state consistent: what was uploaded stays counted, and
-    /// the next round writes the manifest.
+    /// the next round writes the manifest. With a `capture` of the index (taken before the
+    /// round read how far it may ship), the round writes a manifest even when the log did
+    /// not move, and ships the snapshot beside it (format-spec.md §12.7).
     pub async fn round(
         &mut self,
         acknowledged: &mut Option<Round>,
+        capture: Option<Capture>,
     ) -> Result<Round, ReplicateError> {
         let mut round = Round::default();
         // Renewed whatever the round does, so an idle replicator keeps its prefix.
@@ -155,11 +175,11 @@ impl Shipper {
         }
         let log = LocalLog::list(&self.store_dir)?;
         if log.gc_installing {
-            *acknowledged = Some(round);
+            *acknowledged = Some(round.clone());
             return Ok(round);
         }
         let Some(end) = shippable_end(&self.store_dir, &log, self.manifest_position)? else {
-            *acknowledged = Some(round);
+            *acknowledged = Some(round.clone());
             return Ok(round);
         };
         // Open every segment up to the end now: the set read is checked again at the end.
@@ -169,10 +189,10 @@ impl Shipper {
         }
         round.acknowledged = Some(end);
         round.lag_bytes = distance(&files, self.manifest_position, end);
-        *acknowledged = Some(round);
+        *acknowledged = Some(round.clone());
         if end == self.manifest_position && self.manifest_segments == end.segment {
             // Nothing new; a GC may still have replaced a sealed segment.
-            if !self.any_replaced(&files)? {
+            if capture.is_none() && !self.any_replaced(&files)? {
                 return Ok(round);
             }
         }
@@ -207,8 +227,34 @@ impl Shipper {
         self.manifest_segments = end.segment;
         round.shipped = Some(end);
         round.lag_bytes = 0;
-        *acknowledged = Some(round);
+        if let Some(c) = capture {
+            round.snapshot = Some(self.ship_snapshot(&c, &files, &manifest).await);
+        }
+        *acknowledged = Some(round.clone());
         Ok(round)
+    }
+
+    /// Uploads the snapshot's body, then its descriptor (which makes it exist), named after
+    /// the manifest just written. `Err` says why it was not shipped.
+    async fn ship_snapshot(
+        &self,
+        capture: &Capture,
+        files: &[SegmentFile],
+        manifest: &Manifest,
+    ) -> Result<LogPosition, String> {
+        let d = describe(capture, files, &self.segments, manifest)?;
+        let prefix = &self.remote.prefix;
+        let body = snapshot_path(prefix, manifest.time_ms, manifest.sequence, "redb");
+        self.remote
+            .put(&body, capture.bytes.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        let descriptor = snapshot_path(prefix, manifest.time_ms, manifest.sequence, "json");
+        self.remote
+            .put(&descriptor, d.encode())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(d.log_position())
     }
 
     /// True when a segment file already shipped is another file now (a GC's copy).

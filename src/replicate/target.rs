@@ -15,6 +15,10 @@ use super::ReplicateError;
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
 /// The default remote retention of manifests (format-spec.md §12.6).
 pub const DEFAULT_RETAIN: Duration = Duration::from_secs(24 * 3600);
+/// The default log bytes shipped between two index snapshots (format-spec.md §12.7).
+pub const DEFAULT_SNAPSHOT_EVERY: u64 = 64 << 20;
+/// The default shortest time between two index snapshots.
+pub const DEFAULT_SNAPSHOT_INTERVAL: Duration = Duration::from_secs(60);
 
 /// A replica: an S3 bucket and a prefix in it, how to reach it, and how often to ship.
 ///
@@ -38,6 +42,9 @@ pub struct ReplicaTarget {
     credentials: Option<(String, String)>,
     interval: Duration,
     retain: Duration,
+    snapshot_every: u64,
+    snapshot_interval: Duration,
+    use_snapshots: bool,
 }
 
 impl ReplicaTarget {
@@ -93,6 +100,9 @@ impl ReplicaTarget {
             credentials: None,
             interval: DEFAULT_INTERVAL,
             retain: DEFAULT_RETAIN,
+            snapshot_every: DEFAULT_SNAPSHOT_EVERY,
+            snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL,
+            use_snapshots: true,
         })
     }
 
@@ -132,6 +142,43 @@ impl ReplicaTarget {
     pub fn retain(mut self, window: Duration) -> Self {
         self.retain = window;
         self
+    }
+
+    /// Ships an index snapshot (format-spec.md §12.7) once at least `bytes` of log were
+    /// shipped since the last one (default 64 MiB; 0: never), at most once per
+    /// [`ReplicaTarget::snapshot_interval`], and when the replicator stops after shipping
+    /// anything since the last one.
+    pub fn snapshot_every(mut self, bytes: u64) -> Self {
+        self.snapshot_every = bytes;
+        self
+    }
+
+    /// The shortest time between two index snapshots while shipping (default 60 s).
+    pub fn snapshot_interval(mut self, every: Duration) -> Self {
+        self.snapshot_interval = every;
+        self
+    }
+
+    /// Whether a restore starts from an index snapshot when the replica holds one that
+    /// matches (default true); false rebuilds the index from the whole log.
+    pub fn use_snapshots(mut self, yes: bool) -> Self {
+        self.use_snapshots = yes;
+        self
+    }
+
+    /// The log bytes between index snapshots (0: none are shipped).
+    pub fn snapshot_bytes(&self) -> u64 {
+        self.snapshot_every
+    }
+
+    /// The shortest time between index snapshots.
+    pub fn snapshot_period(&self) -> Duration {
+        self.snapshot_interval
+    }
+
+    /// Whether a restore uses index snapshots.
+    pub fn uses_snapshots(&self) -> bool {
+        self.use_snapshots
     }
 
     /// The URL as given.

@@ -20,6 +20,7 @@ mod index_damage;
 mod live_readers;
 mod polish;
 mod replicate;
+mod replicate_snapshot;
 mod replicate_support;
 mod retain;
 
