@@ -135,31 +135,15 @@ impl Index {
     }
 
     pub(super) fn init(db: Database) -> Result<Index, IndexError> {
-        // An index of another format version keeps its tables as they are (their types may
-        // differ): recovery refuses it or clears it for a rebuild.
-        let version = {
-            let txn = db.begin_read()?;
-            match txn.open_table(META) {
-                Ok(meta) => meta.get(META_FORMAT_VERSION)?.map(|v| v.value().to_vec()),
-                Err(redb::TableError::TableDoesNotExist(_)) => None,
-                Err(e) => return Err(e.into()),
+        match prepare(&db) {
+            Ok(()) => Ok(Index::holding(Db::Write(db))),
+            Err(e) => {
+                // A file redb cannot read as an index is closed without redb's closing commit
+                // (on some damage that commit aborts the process).
+                super::discard(Db::Write(db));
+                Err(e)
             }
-        };
-        if let Some(v) = version {
-            if v.get(..4) == Some(&INDEX_FORMAT_VERSION.to_le_bytes()[..]) {
-                // An index of this version has every table: a missing one was lost to
-                // damage, and creating it empty would hide the loss.
-                let txn = db.begin_read()?;
-                each_data_table!(txn, open_table);
-            }
-            return Ok(Index::holding(Db::Write(db)));
         }
-        let mut txn = db.begin_write()?;
-        // Creating missing tables need not be durable: a lost creation is redone next open.
-        txn.set_durability(Durability::None)?;
-        create_tables(&txn)?;
-        txn.commit()?;
-        Ok(Index::holding(Db::Write(db)))
     }
 
     fn holding(db: Db) -> Index {
@@ -239,4 +223,33 @@ impl Index {
             }),
         }
     }
+}
+
+/// Checks an opened index's version and tables, creating the tables of a fresh one. An index
+/// of another format version keeps its tables as they are (their types may differ): recovery
+/// refuses it or clears it for a rebuild.
+fn prepare(db: &Database) -> Result<(), IndexError> {
+    let version = {
+        let txn = db.begin_read()?;
+        match txn.open_table(META) {
+            Ok(meta) => meta.get(META_FORMAT_VERSION)?.map(|v| v.value().to_vec()),
+            Err(redb::TableError::TableDoesNotExist(_)) => None,
+            Err(e) => return Err(e.into()),
+        }
+    };
+    if let Some(v) = version {
+        if v.get(..4) == Some(&INDEX_FORMAT_VERSION.to_le_bytes()[..]) {
+            // An index of this version has every table: a missing one was lost to damage,
+            // and creating it empty would hide the loss.
+            let txn = db.begin_read()?;
+            each_data_table!(txn, open_table);
+        }
+        return Ok(());
+    }
+    let mut txn = db.begin_write()?;
+    // Creating missing tables need not be durable: a lost creation is redone next open.
+    txn.set_durability(Durability::None)?;
+    create_tables(&txn)?;
+    txn.commit()?;
+    Ok(())
 }

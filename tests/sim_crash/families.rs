@@ -108,6 +108,10 @@ pub(crate) fn run_family(name: &'static str, family: Family, salt: u64, default:
                         let (tx, rx) = std::sync::mpsc::channel();
                         std::thread::spawn(move || {
                             CURRENT.with(|c| c.set(Some((name, seed))));
+                            if std::env::var_os("SESSIONLOG_SIM_PROGRESS").is_some() {
+                                // A process abort (a panic while unwinding) prints no seed.
+                                eprintln!("{name} seed {seed}: start");
+                            }
                             let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
                                 Scenario::new(seed, family).run()
                             }))

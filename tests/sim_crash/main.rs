@@ -61,7 +61,8 @@
 //!
 //! `SESSIONLOG_SIM_SCENARIOS=N` sets the number of scenarios of each test (defaults: 2000 Sync/Group,
 //! 1000 Buffered, 300-500 for the others);
-//! `SESSIONLOG_SIM_SEED=S` replays one scenario (`SESSIONLOG_SIM_TRACE=1` prints each step). A
+//! `SESSIONLOG_SIM_PROGRESS=1` (with `--nocapture`) prints each scenario's seed as it starts,
+//! for a run that aborts instead of failing. `SESSIONLOG_SIM_SEED=S` replays one scenario (`SESSIONLOG_SIM_TRACE=1` prints each step). A
 //! failure prints its seed.
 //!
 //! The engine bugs these scenarios found are regression tests in `regressions.rs` (the
