@@ -3,6 +3,7 @@
 //! One log stream holds every session's records (as in raft-engine): one `fdatasync` makes the
 //! appends of all sessions durable. See `format-spec.md` for the bytes.
 
+pub mod dictionary;
 pub mod frame;
 pub(crate) mod peek;
 pub mod record;
@@ -326,13 +327,21 @@ impl Segments {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .find(|(_, v)| **v == segment::COMPACTED_VERSION)
+            .find(|(_, v)| segment::is_compacted(**v))
             .map(|(n, _)| *n)
     }
 
     /// Checks the flags of a frame header against its segment's version: a version-1
-    /// segment's frames never carry [`frame::FLAG_CONTINUED`].
+    /// segment's frames never carry [`frame::FLAG_CONTINUED`], and only frames of versions 5
+    /// and 6 carry [`frame::FLAG_DICTIONARY`].
     pub fn check_flags(&self, number: u64, header: &FrameHeader) -> Result<(), DecodeError> {
+        let version = self.version(number);
+        if header.flags & frame::FLAG_DICTIONARY != 0 && !segment::allows_dictionary(version) {
+            return Err(DecodeError::Field {
+                field: "flags",
+                detail: format!("dictionary flag bit in a version-{version} segment"),
+            });
+        }
         if (header.continued() || header.continuation()) && self.version(number) < 2 {
             return Err(DecodeError::Field {
                 field: "flags",

@@ -5,7 +5,7 @@
 //!
 //! offset size field
 //! 0      8    magic           "SLOGSEG\0"
-//! 8      4    format_version  u32 LE, 3 (versions 1 and 2 are still read)
+//! 8      4    format_version  u32 LE, 5 (6 when a GC compacted it; 1-4 are still read)
 //! 12     4    reserved        0
 //! 16     8    segment number  u64 LE, equals the number in the file name
 //! 24     4    reserved        0
@@ -19,12 +19,29 @@ use std::path::{Path, PathBuf};
 
 use crate::error::DecodeError;
 
-/// The on-disk format version this build writes.
-pub const FORMAT_VERSION: u32 = 3;
-/// The format version of a segment a GC compacted (format-spec.md §11): version 3 without
+/// The on-disk format version this build writes: version 3 plus frames compressed with the
+/// built-in dictionary ([`super::frame::FLAG_DICTIONARY`], format-spec.md §3.2).
+pub const FORMAT_VERSION: u32 = 5;
+/// The format version of a segment a GC compacted (format-spec.md §11): version 5 without
 /// the records of purged sessions the GC dropped. This build writes it only for compacted
 /// copies of sealed segments; the active segment is always [`FORMAT_VERSION`].
-pub const COMPACTED_VERSION: u32 = 4;
+pub const COMPACTED_VERSION: u32 = 6;
+/// The format version of a segment an older build's GC compacted: version 3 without the
+/// records of purged sessions (read, never written).
+pub const COMPACTED_V3_VERSION: u32 = 4;
+/// The newest segment format version this build reads.
+pub const NEWEST_READ_VERSION: u32 = COMPACTED_VERSION;
+
+/// True when a segment of `version` is a GC's compacted copy (versions 4 and 6).
+pub fn is_compacted(version: u32) -> bool {
+    version == COMPACTED_VERSION || version == COMPACTED_V3_VERSION
+}
+
+/// True when frames of a segment of `version` may carry
+/// [`super::frame::FLAG_DICTIONARY`] (versions 5 and 6).
+pub fn allows_dictionary(version: u32) -> bool {
+    version >= FORMAT_VERSION
+}
 /// The oldest segment format version this build reads. Version 1 differs from 2 only in that
 /// its frames never carry `FLAG_CONTINUED` (a version-1 frame with that bit set is damage);
 /// version 2 differs from 3 only in that it never holds a `Verbatim` record (one in a
@@ -110,7 +127,7 @@ pub fn check_header(bytes: &[u8], number: u64) -> HeaderCheck {
         return HeaderCheck::Damaged(DecodeError::Crc { stored, computed });
     }
     let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-    if !(OLDEST_READ_VERSION..=COMPACTED_VERSION).contains(&version) {
+    if !(OLDEST_READ_VERSION..=NEWEST_READ_VERSION).contains(&version) {
         return HeaderCheck::OtherVersion(version);
     }
     let mut n = [0u8; 8];
@@ -171,7 +188,15 @@ mod tests {
         );
         assert_eq!(
             check_header(&with_version(5), 7),
-            HeaderCheck::OtherVersion(5)
+            HeaderCheck::Valid { version: 5 }
+        );
+        assert_eq!(
+            check_header(&with_version(6), 7),
+            HeaderCheck::Valid { version: 6 }
+        );
+        assert_eq!(
+            check_header(&with_version(7), 7),
+            HeaderCheck::OtherVersion(7)
         );
         assert_eq!(
             check_header(&with_version(0), 7),

@@ -502,6 +502,9 @@ impl Store {
                 Ok(h) => h,
                 Err(e) => return damaged(e.to_string()),
             };
+            if let Err(e) = self.segments.check_flags(number, &header) {
+                return damaged(e.to_string());
+            }
             let end = offset + header.frame_len();
             let Some(bytes) = buf.get(offset as usize..end as usize) else {
                 return damaged("truncated frame".into());

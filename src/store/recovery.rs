@@ -232,7 +232,7 @@ fn check_segments(
                 return Err(OpenError::UnsupportedFormat {
                     path,
                     found,
-                    supported: segment::COMPACTED_VERSION,
+                    supported: segment::NEWEST_READ_VERSION,
                 });
             }
             HeaderCheck::Damaged(e) => {

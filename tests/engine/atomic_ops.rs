@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use crate::common::{read_all, synthetic_event};
 use sessionlog::error::{AppendError, Damage, OpenError};
 use sessionlog::event::{Event, SessionHeader};
-use sessionlog::log::frame::{FLAG_CONTINUATION, FLAG_CONTINUED, FRAME_HEADER_LEN};
+use sessionlog::log::frame::{
+    FLAG_CONTINUATION, FLAG_CONTINUED, FLAG_DICTIONARY, FLAG_ZSTD, FRAME_HEADER_LEN,
+};
 use sessionlog::log::scan::RecoveryMode;
 use sessionlog::log::segment::SEGMENT_HEADER_LEN;
 use sessionlog::session::InvariantMode;
@@ -496,6 +498,59 @@ fn a_continued_flag_in_a_version_1_segment_is_damage() {
         }
         other => panic!("expected corruption, got {other}"),
     }
+}
+
+#[test]
+fn a_dictionary_frame_in_a_version_3_segment_is_damage_and_version_3_rolls_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || small_frames().compress_threshold(64);
+    let store = Store::open(dir.path(), config()).unwrap();
+    store.create_session(SessionHeader::new("a", 1)).unwrap();
+    for s in 0..3 {
+        store.append("a", sized_event(s, 200)).unwrap();
+    }
+    store.close().unwrap();
+    let path = segment_path(dir.path(), 1);
+    let dictionary = frames(dir.path())
+        .into_iter()
+        .find(|f| f.flags & FLAG_DICTIONARY != 0)
+        .expect("a frame compressed with the built-in dictionary");
+    assert_eq!(dictionary.flags & FLAG_ZSTD, FLAG_ZSTD);
+    // Marked version 3 (a build before the dictionary), the frame is damage, named as such,
+    // never decoded as if it were a plain frame.
+    set_segment_version(&path, 3);
+    std::fs::remove_file(dir.path().join("index.redb")).unwrap();
+    let err = Store::open(dir.path(), config()).unwrap_err();
+    match err {
+        OpenError::Corruption { position, reason } => {
+            assert_eq!(position.offset, dictionary.offset);
+            assert!(reason.to_string().contains("dictionary"), "{reason}");
+        }
+        other => panic!("expected corruption, got {other}"),
+    }
+    // A genuine version-3 segment (no dictionary frames) is read, and the next write goes
+    // to a new version-5 segment.
+    let old = tempfile::tempdir().unwrap();
+    let plain = || small_frames();
+    let store = Store::open(old.path(), plain()).unwrap();
+    store.create_session(SessionHeader::new("a", 1)).unwrap();
+    store.append("a", sized_event(0, 200)).unwrap();
+    store.close().unwrap();
+    set_segment_version(&segment_path(old.path(), 1), 3);
+    let store = Store::open(old.path(), config()).unwrap();
+    store.append("a", sized_event(1, 200)).unwrap();
+    store.close().unwrap();
+    assert_eq!(segment_numbers(old.path()), vec![1, 2]);
+    let head = std::fs::read(segment_path(old.path(), 2)).unwrap();
+    assert_eq!(u32::from_le_bytes(head[8..12].try_into().unwrap()), 5);
+    assert!(
+        frames(old.path())
+            .iter()
+            .any(|f| f.segment == 2 && f.flags & FLAG_DICTIONARY != 0)
+    );
+    let store = Store::open(old.path(), config()).unwrap();
+    assert_eq!(read_all(&store, "a").len(), 2);
+    assert!(store.verify().unwrap().is_clean());
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! Backward compatibility: a store written by each format version (segments 2 / index 3 under
 //! `tests/data/store-s2-i3/`, segments 3 / index 4 with verbatim sessions under
 //! `tests/data/store-s3-i4/`, and compacted segments (version 4, the GC's) beside version 3
-//! ones with the live-reader position file `ACKED` under `tests/data/store-s4-i4/`) is checked in and must open, read and verify the same in every
+//! ones with the live-reader position file `ACKED` under `tests/data/store-s4-i4/`, and the
+//! same at segments 5 / 6, its frames compressed with the built-in dictionary, under
+//! `tests/data/store-s6-i4/`) is checked in and must open, read and verify the same in every
 //! later version (redb's backward-compatibility test is the model). Its expected content is
 //! checked in beside it (`expected.txt`, one line per session), so a change that reads old
 //! bytes differently fails here.
@@ -17,7 +19,7 @@ use sessionlog::session::InvariantMode;
 use sessionlog::store::{Config, Durability, GcOptions, Store};
 
 /// Every checked-in fixture, oldest first; the last is the current format version's.
-const FIXTURES: [&str; 3] = ["store-s2-i3", "store-s3-i4", "store-s4-i4"];
+const FIXTURES: [&str; 4] = ["store-s2-i3", "store-s3-i4", "store-s4-i4", "store-s6-i4"];
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -90,13 +92,27 @@ fn chunk(seq: u64, pad: usize) -> Event {
         1_767_225_600_000 + seq as i64,
         format!(
             r#"{{"turn":1,"step":1,"chunk":{{"type":"text-delta","index":0,"text":"{}"}}}}"#,
-            "t".repeat(pad)
+            letters(seq, pad)
         ),
     )
 }
 
+/// `n` pseudo-random lowercase letters (seeded by `seed`): text zstd shrinks by about a
+/// third only, so the fixture's compressed segments still fill and roll over.
+fn letters(seed: u64, n: usize) -> String {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from(b'a' + (x % 26) as u8)
+        })
+        .collect()
+}
+
 #[test]
-#[ignore = "writes tests/data/store-s4-i4; run with SESSIONLOG_WRITE_STORE_FIXTURE=1"]
+#[ignore = "writes tests/data/store-s6-i4; run with SESSIONLOG_WRITE_STORE_FIXTURE=1"]
 fn write_store_fixture() {
     let dir = fixture(FIXTURES[FIXTURES.len() - 1]);
     if std::env::var_os("SESSIONLOG_WRITE_STORE_FIXTURE").is_none() {
@@ -112,7 +128,6 @@ fn write_store_fixture() {
         .segment_bytes(16 * 1024)
         .max_frame_bytes(4096)
         .max_event_bytes(2048)
-        .compress_threshold(usize::MAX)
         .invariants(InvariantMode::Off);
     let store = Store::open(&dir, config.clone()).unwrap();
     // Small appends, a multi-frame batch (continued frames across segments), an import,
@@ -167,7 +182,7 @@ fn write_store_fixture() {
         store
             .create_session(SessionHeader::new(&id, 7 + k))
             .unwrap();
-        let events: Vec<Event> = (0..12).map(|s| user(s, &"s".repeat(1500))).collect();
+        let events: Vec<Event> = (0..12).map(|s| user(s, &letters(s + 100, 1500))).collect();
         store.append_batch(&id, events).unwrap();
     }
     for k in 0..3 {
@@ -256,6 +271,41 @@ fn each_fixture_holds_the_segment_versions_it_stands_for() {
     assert!(s4.contains(&4), "compacted segments: {s4:?}");
     assert!(s4.contains(&3), "and a segment the GC left alone: {s4:?}");
     assert!(fixture("store-s4-i4").join("ACKED").exists());
+    let s6 = segment_versions("store-s6-i4");
+    assert!(s6.contains(&6), "compacted segments: {s6:?}");
+    assert!(s6.contains(&5), "and a segment the GC left alone: {s6:?}");
+    assert!(fixture("store-s6-i4").join("ACKED").exists());
+    let flags = frame_flags("store-s6-i4");
+    let dictionary = sessionlog::log::frame::FLAG_DICTIONARY;
+    assert!(
+        flags.iter().any(|f| f & dictionary != 0),
+        "frames compressed with the dictionary: {flags:?}"
+    );
+    for old in ["store-s2-i3", "store-s3-i4", "store-s4-i4"] {
+        assert!(frame_flags(old).iter().all(|f| f & dictionary == 0));
+    }
+}
+
+/// The flags byte of every frame in fixture `name`'s segments.
+fn frame_flags(name: &str) -> Vec<u8> {
+    use sessionlog::log::frame::{FRAME_HEADER_LEN, FrameHeader, FrameLimits};
+    let mut out = Vec::new();
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(fixture(name).join("segments"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    paths.sort();
+    for p in paths {
+        let bytes = std::fs::read(&p).unwrap();
+        let mut at = 32;
+        while at + FRAME_HEADER_LEN <= bytes.len() {
+            let h: [u8; FRAME_HEADER_LEN] = bytes[at..at + FRAME_HEADER_LEN].try_into().unwrap();
+            let header = FrameHeader::parse(&h, &FrameLimits::default()).unwrap();
+            out.push(header.flags);
+            at += header.frame_len() as usize;
+        }
+    }
+    out
 }
 
 /// Every file under `dir` with its bytes, sorted (LOCK excluded: opens may create it).

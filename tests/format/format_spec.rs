@@ -72,7 +72,7 @@ fn the_spec_example_is_what_the_store_writes() {
     drop(store);
     let seg = std::fs::read(dir.path().join("segments/00000000000000000001.seg")).unwrap();
     assert_eq!(&seg[0..8], b"SLOGSEG\0");
-    assert_eq!(&seg[8..12], &3u32.to_le_bytes());
+    assert_eq!(&seg[8..12], &5u32.to_le_bytes());
     let example = spec_example();
     assert!(
         seg.ends_with(&example),
@@ -83,30 +83,40 @@ fn the_spec_example_is_what_the_store_writes() {
 #[test]
 fn the_spec_segment_header_example_is_what_the_store_writes() {
     use sessionlog::log::segment::{self, HeaderCheck};
-    let bytes = hexdump_after("Example: the header of segment 1 at format version 3", 1);
+    let bytes = hexdump_after("Example: the header of segment 1 at format version 5", 1);
     assert_eq!(bytes.len(), 32);
     assert_eq!(
         segment::check_header(&bytes, 1),
-        HeaderCheck::Valid { version: 3 }
+        HeaderCheck::Valid { version: 5 }
     );
     assert_eq!(segment::encode_header(1).to_vec(), bytes);
 }
 
 #[test]
 fn the_spec_compacted_segment_header_example_is_what_a_gc_writes() {
-    use sessionlog::log::segment::{self, COMPACTED_VERSION, HeaderCheck};
+    use sessionlog::log::segment::{self, COMPACTED_V3_VERSION, COMPACTED_VERSION, HeaderCheck};
     let bytes = hexdump_after(
-        "Example: the header of compacted segment 1 at format version 4",
+        "Example: the header of compacted segment 1 at format version 6",
         1,
     );
     assert_eq!(bytes.len(), 32);
     assert_eq!(
         segment::check_header(&bytes, 1),
-        HeaderCheck::Valid { version: 4 }
+        HeaderCheck::Valid { version: 6 }
     );
     assert_eq!(
         segment::encode_header_version(1, COMPACTED_VERSION).to_vec(),
         bytes
+    );
+    // The older builds' compacted version stays readable.
+    let old = hexdump_after("Example: the same at format version 4", 1);
+    assert_eq!(
+        segment::check_header(&old, 1),
+        HeaderCheck::Valid { version: 4 }
+    );
+    assert_eq!(
+        segment::encode_header_version(1, COMPACTED_V3_VERSION).to_vec(),
+        old
     );
 }
 
@@ -127,4 +137,96 @@ fn the_spec_continued_frame_example_decodes_with_bit_1() {
     assert_eq!(continued, bytes);
     assert_eq!(&bytes[9..], &continued[9..]);
     assert_eq!(bytes[..4], plain[..4]);
+}
+
+/// The events of format-spec.md §3.2's worked example: one flush group of session 1.
+fn dictionary_example_events() -> Vec<Event> {
+    vec![
+        Event::new("turn/start", 0, 1_767_225_600_000, r#"{"turn":1}"#),
+        Event::new("step/start", 1, 1_767_225_600_002, r#"{"turn":1,"step":1}"#),
+    ]
+}
+
+#[test]
+fn the_built_in_dictionary_is_the_one_the_spec_pins() {
+    use sessionlog::log::dictionary::DICTIONARY_1;
+    let spec = include_str!("../../format-spec.md");
+    let section = spec
+        .split("### 3.2 The built-in dictionary")
+        .nth(1)
+        .expect("section 3.2");
+    let pinned = format!(
+        "{} bytes, CRC-32 {:#010x}",
+        DICTIONARY_1.len(),
+        crc32fast::hash(DICTIONARY_1)
+    );
+    assert!(
+        section.contains(&pinned),
+        "format-spec.md §3.2 pins the dictionary as `{pinned}`"
+    );
+    // Its listing in the spec is the same bytes (\xNN escapes, quotes, backslashes).
+    let listing = section.split("```").nth(3).expect("the dictionary listing");
+    let mut bytes = Vec::new();
+    for line in listing.lines() {
+        let mut chars = line.trim_end().bytes();
+        while let Some(b) = chars.next() {
+            if b != b'\\' {
+                bytes.push(b);
+                continue;
+            }
+            match chars.next() {
+                Some(b'x') => {
+                    let hex = [chars.next().unwrap(), chars.next().unwrap()];
+                    let hex = std::str::from_utf8(&hex).unwrap();
+                    bytes.push(u8::from_str_radix(hex, 16).unwrap());
+                }
+                Some(other) => bytes.push(other),
+                None => panic!("a listing line ends with a lone backslash"),
+            }
+        }
+    }
+    assert_eq!(bytes, DICTIONARY_1, "the spec's listing is the dictionary");
+}
+
+#[test]
+fn the_spec_dictionary_frame_example_decodes_and_is_what_the_store_writes() {
+    let bytes = hexdump_after("Example: a frame compressed with dictionary 1", 1);
+    let (header, payload) = frame::decode(&bytes, &FrameLimits::default()).unwrap();
+    assert_eq!(header.flags, frame::FLAG_ZSTD | frame::FLAG_DICTIONARY);
+    let mut raw = Vec::new();
+    for e in dictionary_example_events() {
+        raw.extend(Record::encode_event(1, &e).unwrap());
+    }
+    assert_eq!(payload, raw);
+    assert_eq!(header.raw_len as usize, raw.len());
+    assert_eq!(header.stored_len as usize, bytes.len() - 16);
+    // The spec's comparison: 99 bytes uncompressed, 84 with zstd alone, 71 with the dictionary.
+    assert_eq!(frame::encode(&raw, usize::MAX, 3).len(), 99);
+    assert_eq!(
+        frame::Encoder::without_dictionary(3)
+            .encode(&raw, 64, 0)
+            .len(),
+        84
+    );
+    assert_eq!(bytes.len(), 71);
+    // The zstd frame refers into the dictionary: without it, zstd refuses it.
+    assert!(zstd::bulk::decompress(&bytes[16..], raw.len()).is_err());
+    // What the store writes for this flush group (default configuration).
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        sessionlog::store::Store::open(dir.path(), sessionlog::store::Config::default()).unwrap();
+    store
+        .create_session(sessionlog::event::SessionHeader::new("s1", 1))
+        .unwrap();
+    store
+        .append_batch("s1", dictionary_example_events())
+        .unwrap();
+    drop(store);
+    let seg = std::fs::read(dir.path().join("segments/00000000000000000001.seg")).unwrap();
+    assert_eq!(&seg[8..12], &5u32.to_le_bytes());
+    assert!(
+        seg.ends_with(&bytes),
+        "the last frame on disk is the spec example; it is {:02x?}",
+        &seg[seg.len() - bytes.len()..]
+    );
 }
