@@ -514,6 +514,14 @@ pub enum AppendError {
     /// index) or its own bookkeeping broke. Reported wrapped in [`AppendError::PreviousIo`].
     #[error("the writer failed: {0}")]
     Writer(String),
+    /// The store closed cleanly, but its replicator ([`Config::replicate`]) could not ship
+    /// everything acknowledged to the object store in time (the log on disk is complete).
+    ///
+    /// [`Config::replicate`]: crate::store::Config::replicate
+    #[error(
+        "the store is closed, but its replicator could not ship everything acknowledged ({0}); run `sessionlog replicate --to URL DIR` to ship the rest"
+    )]
+    ReplicationUnfinished(String),
     /// A record could not be encoded (nothing was written).
     #[error("encoding a log record failed: {0}")]
     Encode(#[source] DecodeError),

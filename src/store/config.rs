@@ -89,6 +89,12 @@ pub struct Config {
     /// evicted is [`Store::evicted_at_open`](crate::Store::evicted_at_open). Apply it later
     /// with [`Store::apply_retention`](crate::Store::apply_retention). Default none.
     pub retention: Option<Retention>,
+    /// Continuous replication of a writable store to S3-compatible object storage: started
+    /// when the store opens ([`Store::replicate`](crate::Store::replicate)), stopped by
+    /// [`Store::close`](crate::Store::close) once everything acknowledged is shipped.
+    /// Default none (cargo feature `s3`).
+    #[cfg(feature = "s3")]
+    pub replicate: Option<crate::replicate::ReplicaTarget>,
 }
 
 impl Config {
@@ -170,6 +176,14 @@ impl Config {
         self
     }
 
+    /// Sets [`Config::replicate`]: a writable store ships its log to `target` from its open
+    /// to its close.
+    #[cfg(feature = "s3")]
+    pub fn replicate_to(mut self, target: crate::replicate::ReplicaTarget) -> Config {
+        self.replicate = Some(target);
+        self
+    }
+
     /// Sets [`Config::retention`].
     pub fn retention(mut self, policy: Retention) -> Config {
         self.retention = Some(policy);
@@ -211,6 +225,8 @@ impl Default for Config {
             fs: Arc::new(StdFileSystem),
             check_index: false,
             retention: None,
+            #[cfg(feature = "s3")]
+            replicate: None,
         }
     }
 }

@@ -204,6 +204,9 @@ pub struct Store {
     gc_lock: Mutex<()>,
     /// Deletions committed, for [`Store::background_gc`].
     deletions: gc_background::DeletionClock,
+    /// The replicator [`Config::replicate`] started at open.
+    #[cfg(feature = "s3")]
+    replicator: Mutex<Option<crate::replicate::Replicator>>,
     _lock: lock::StoreLock,
 }
 
@@ -345,6 +348,8 @@ impl Store {
             evicted_at_open: Vec::new(),
             gc_lock: Mutex::new(()),
             deletions: gc_background::DeletionClock::default(),
+            #[cfg(feature = "s3")]
+            replicator: Mutex::new(None),
             _lock: store_lock,
         };
         if !writable {
@@ -390,6 +395,17 @@ impl Store {
                             "applying the retention policy at open failed: {e}"
                         )),
                     })?;
+            }
+            #[cfg(feature = "s3")]
+            if let Some(target) = store.config.replicate.clone() {
+                let url = target.url().to_owned();
+                let replicator = store.replicate(target).map_err(|e| OpenError::Io {
+                    path: store.dir.clone(),
+                    source: std::io::Error::other(format!(
+                        "starting replication to {url} failed: {e}"
+                    )),
+                })?;
+                *lock(&store.replicator) = Some(replicator);
             }
         }
         Ok(store)
@@ -488,7 +504,7 @@ impl Store {
     /// Syncs everything and commits the index durably. Dropping the store does the same,
     /// ignoring errors; call `close` to see them.
     pub fn close(mut self) -> Result<(), AppendError> {
-        self.shutdown()
+        self.shutdown(std::time::Duration::from_secs(60))
     }
 
     /// Drops the store the way a crash would: staged records are not written and the index
@@ -508,7 +524,39 @@ impl Store {
         }
     }
 
-    fn shutdown(&mut self) -> Result<(), AppendError> {
+    /// Closes the writer, then stops the replicator ([`Config::replicate`]), giving it
+    /// `patience` to ship what is acknowledged.
+    fn shutdown(&mut self, patience: std::time::Duration) -> Result<(), AppendError> {
+        let closed = self.close_writer();
+        // Stopped after the writer's last durable commit published its position and before
+        // `ACKED` says the writer closed (a reader waits while a live process's writer is
+        // not open), so it ships all of it.
+        #[cfg(feature = "s3")]
+        if let Some(r) = lock(&self.replicator).take() {
+            let stopped = r.stop_within(patience).map(|_| ());
+            if closed.is_ok()
+                && let Err(e) = stopped
+            {
+                self.publish_closed();
+                return Err(AppendError::ReplicationUnfinished(e.to_string()));
+            }
+        }
+        #[cfg(not(feature = "s3"))]
+        let _ = patience;
+        if closed.is_ok() {
+            self.publish_closed();
+        }
+        closed
+    }
+
+    /// Publishes in `ACKED` that the writer closed, at its last position.
+    fn publish_closed(&self) {
+        if let (Some(p), Some(c)) = (&self.publisher, &self.committer) {
+            p.publish(live::WriterState::Closed, &c.watermark());
+        }
+    }
+
+    fn close_writer(&mut self) -> Result<(), AppendError> {
         self.stop_timer();
         let Some(c) = self.committer.clone() else {
             return Ok(());
@@ -530,16 +578,13 @@ impl Store {
         if c.needs_checkpoint() {
             c.commit(c.staged_lsn(), Goal::Durable, true)?;
         }
-        if let Some(p) = &self.publisher {
-            p.publish(live::WriterState::Closed, &c.watermark());
-        }
         Ok(())
     }
 }
 
 impl Drop for Store {
     fn drop(&mut self) {
-        let _ = self.shutdown();
+        let _ = self.shutdown(std::time::Duration::from_secs(5));
     }
 }
 

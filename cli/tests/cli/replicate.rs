@@ -90,6 +90,40 @@ fn ship_and_restore_equals_the_source() {
     assert!(String::from_utf8_lossy(&again.stderr).contains("not empty"));
 }
 
+/// `Config::replicate_to`: the store ships from its open, and its close returns once
+/// everything acknowledged is shipped; a restore equals the source.
+#[test]
+fn a_store_opened_with_replication_ships_everything_by_its_close() {
+    let _g = serial();
+    if skip() {
+        return;
+    }
+    let endpoint = server().unwrap();
+    let url = bucket_url("config");
+    let src = tempfile::tempdir().unwrap();
+    let config = Config::default()
+        .durability(Durability::Sync)
+        .segment_bytes(16 << 10)
+        .invariants(InvariantMode::Off)
+        .replicate_to(target(&url, endpoint));
+    let store = Store::open(src.path(), config.clone()).unwrap();
+    append(&store, &["a", "b"], 150);
+    store.close().unwrap();
+    let dst = tempfile::tempdir().unwrap();
+    let out = restore_cli(&url, endpoint, &dst.path().join("r"), None);
+    assert!(out.contains("verified"), "{out}");
+    assert_eq!(snapshot(src.path()), snapshot(&dst.path().join("r")));
+    // A second open with the same prefix takes the lease over from the closed one and ships
+    // what it appends.
+    let store = Store::open(src.path(), config).unwrap();
+    append(&store, &["c"], 40);
+    store.close().unwrap();
+    let dst2 = tempfile::tempdir().unwrap();
+    restore_cli(&url, endpoint, &dst2.path().join("r"), None);
+    assert_eq!(snapshot(src.path()), snapshot(&dst2.path().join("r")));
+    verify_clean(&dst2.path().join("r"));
+}
+
 #[test]
 fn restore_at_a_time_gives_the_prefix_shipped_then() {
     let _g = serial();
