@@ -362,8 +362,12 @@ impl Store {
             if records
                 .iter()
                 .any(|(s, event)| *event || !keep_meta.contains(s))
+                && let (Some(&first), Some(&last)) = (segs.first(), segs.last())
             {
-                segments.extend(segs);
+                // Every segment from the chain's first to its last: one an earlier GC left
+                // empty lies between two of its frames, and the chain must be rewritten
+                // through it (else it looks like a segment the chain continues into).
+                segments.extend(first..=last);
             }
         }
         Ok(ErasePlan {

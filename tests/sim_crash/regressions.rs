@@ -516,3 +516,23 @@ fn dropping_a_damaged_index_copy_does_not_abort_the_process() {
             .unwrap_or_else(|e| panic!("index-damage seed {seed}: {e}"));
     }
 }
+
+/// Regression (engine, found by `multiframe-restart` seed 17230 in a 6,000-scenario run): a
+/// chain of continued frames ran from segment 23 to segment 27 across segments 24-26, which an
+/// earlier erase had left without frames. The next erase rewrote 23 and 27 only; seeing 26 not
+/// rewritten, it took the chain for one that goes on in an untouched segment, dropped its
+/// frame in 23 and kept the CONTINUATION bit of its frame in 27: `verify` then found "the
+/// frame continues an operation whose earlier frames are missing". An erase now rewrites
+/// every segment from a chain's first to its last.
+#[test]
+fn an_erase_rewrites_a_chain_across_segments_an_earlier_gc_emptied() {
+    let mut family = MULTIFRAME;
+    family.durabilities = &[2, 1];
+    family.restarts = true;
+    family.continue_after_fault = true;
+    family.options.eio_drops_cache = false;
+    let seed = 17230;
+    Scenario::new(seed, family)
+        .run()
+        .unwrap_or_else(|e| panic!("multiframe-restart seed {seed}: {e}"));
+}
