@@ -9,7 +9,6 @@ use std::time::{Duration, SystemTime};
 use sessionlog::replicate::restore;
 use sessionlog::typed::{TurnEnd, TurnStart, UserMessage};
 use sessionlog::{Config, Durability, GcOptions, InvariantMode, SessionHeader, Store};
-use sessionlog_bench::workload::synthetic_event;
 
 use super::replicate_support::*;
 use super::serial;
@@ -25,21 +24,6 @@ fn writable(dir: &std::path::Path, segment_bytes: u64) -> Store {
             .invariants(InvariantMode::Off),
     )
     .unwrap()
-}
-
-/// Appends `n` synthetic events to each of `ids` (created when missing).
-fn append(store: &Store, ids: &[&str], n: u64) {
-    for (salt, id) in ids.iter().enumerate() {
-        if store.len(id).is_none() {
-            store
-                .create_session(SessionHeader::new(*id, 1_767_225_600_000))
-                .unwrap();
-        }
-        let start = store.len(id).unwrap();
-        for seq in start..start + n {
-            store.append(id, synthetic_event(seq, salt as u64)).unwrap();
-        }
-    }
 }
 
 fn restore_cli(url: &str, endpoint: &str, dst: &std::path::Path, at: Option<&str>) -> String {
@@ -520,25 +504,6 @@ fn remote_retention_keeps_what_a_restore_needs() {
     );
     restore(&target(&url, endpoint), None, dst.path().join("now")).unwrap();
     assert_eq!(snapshot(src.path()), snapshot(&dst.path().join("now")));
-}
-
-/// The object store as the tests see it (to move and damage objects).
-fn raw_store(url: &str, endpoint: &str) -> (object_store::aws::AmazonS3, String) {
-    let rest = url.strip_prefix("s3://").unwrap();
-    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-    let mut b = object_store::aws::AmazonS3Builder::new()
-        .with_bucket_name(bucket)
-        .with_endpoint(endpoint)
-        .with_allow_http(true)
-        .with_region("us-east-1");
-    for (k, v) in credentials() {
-        match k {
-            "AWS_ACCESS_KEY_ID" => b = b.with_access_key_id(v),
-            "AWS_SECRET_ACCESS_KEY" => b = b.with_secret_access_key(v),
-            _ => {}
-        }
-    }
-    (b.build().unwrap(), prefix.to_owned())
 }
 
 /// A restore that fails part way (a part missing, then a part damaged) names the object,

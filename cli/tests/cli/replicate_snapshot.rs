@@ -10,8 +10,7 @@ use futures_util::TryStreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use sessionlog::replicate::{ReplicaTarget, RestoreReport, replicate, restore};
-use sessionlog::{Config, Durability, GcOptions, InvariantMode, SessionHeader, Store};
-use sessionlog_bench::workload::synthetic_event;
+use sessionlog::{Config, Durability, GcOptions, InvariantMode, Store};
 
 use super::replicate_support::*;
 use super::serial;
@@ -29,20 +28,6 @@ fn writable(dir: &std::path::Path) -> Store {
     .unwrap()
 }
 
-fn append(store: &Store, ids: &[&str], n: u64) {
-    for (salt, id) in ids.iter().enumerate() {
-        if store.len(id).is_none() {
-            store
-                .create_session(SessionHeader::new(*id, 1_767_225_600_000))
-                .unwrap();
-        }
-        let start = store.len(id).unwrap();
-        for seq in start..start + n {
-            store.append(id, synthetic_event(seq, salt as u64)).unwrap();
-        }
-    }
-}
-
 /// A target shipping a snapshot at every round that shipped something.
 fn snapshotting(url: &str, endpoint: &str) -> ReplicaTarget {
     target(url, endpoint)
@@ -57,28 +42,9 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// The object store as the tests see it, and the replica's prefix.
-fn raw(url: &str, endpoint: &str) -> (object_store::aws::AmazonS3, String) {
-    let rest = url.strip_prefix("s3://").unwrap();
-    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-    let mut b = object_store::aws::AmazonS3Builder::new()
-        .with_bucket_name(bucket)
-        .with_endpoint(endpoint)
-        .with_allow_http(true)
-        .with_region("us-east-1");
-    for (k, v) in credentials() {
-        match k {
-            "AWS_ACCESS_KEY_ID" => b = b.with_access_key_id(v),
-            "AWS_SECRET_ACCESS_KEY" => b = b.with_secret_access_key(v),
-            _ => {}
-        }
-    }
-    (b.build().unwrap(), prefix.to_owned())
-}
-
 /// The file names under `PREFIX/<dir>/`, sorted.
 fn names(url: &str, endpoint: &str, dir: &str) -> Vec<String> {
-    let (store, prefix) = raw(url, endpoint);
+    let (store, prefix) = raw_store(url, endpoint);
     let path = ObjectPath::from(format!("{prefix}/{dir}"));
     let mut v: Vec<String> = runtime()
         .block_on(store.list(Some(&path)).try_collect::<Vec<_>>())
@@ -91,7 +57,7 @@ fn names(url: &str, endpoint: &str, dir: &str) -> Vec<String> {
 }
 
 fn get(url: &str, endpoint: &str, name: &str) -> Vec<u8> {
-    let (store, prefix) = raw(url, endpoint);
+    let (store, prefix) = raw_store(url, endpoint);
     let path = ObjectPath::from(format!("{prefix}/{name}"));
     runtime()
         .block_on(async { store.get(&path).await.unwrap().bytes().await.unwrap() })
@@ -99,7 +65,7 @@ fn get(url: &str, endpoint: &str, name: &str) -> Vec<u8> {
 }
 
 fn put(url: &str, endpoint: &str, name: &str, bytes: Vec<u8>) {
-    let (store, prefix) = raw(url, endpoint);
+    let (store, prefix) = raw_store(url, endpoint);
     let path = ObjectPath::from(format!("{prefix}/{name}"));
     runtime()
         .block_on(store.put(&path, PutPayload::from(bytes)))

@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use sessionlog::replicate::ReplicaTarget;
-use sessionlog::{Config, Store};
+use sessionlog::{Config, SessionHeader, Store};
+use sessionlog_bench::workload::synthetic_event;
 
 /// The server: its endpoint URL (`None`: none could be started; the tests skip).
 pub fn server() -> Option<&'static str> {
@@ -338,4 +339,38 @@ pub fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     cond()
+}
+
+/// Appends `n` synthetic events to each of `ids` (created when missing).
+pub fn append(store: &Store, ids: &[&str], n: u64) {
+    for (salt, id) in ids.iter().enumerate() {
+        if store.len(id).is_none() {
+            store
+                .create_session(SessionHeader::new(*id, 1_767_225_600_000))
+                .unwrap();
+        }
+        let start = store.len(id).unwrap();
+        for seq in start..start + n {
+            store.append(id, synthetic_event(seq, salt as u64)).unwrap();
+        }
+    }
+}
+
+/// The object store as the tests see it (to move and damage objects).
+pub fn raw_store(url: &str, endpoint: &str) -> (object_store::aws::AmazonS3, String) {
+    let rest = url.strip_prefix("s3://").unwrap();
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    let mut b = object_store::aws::AmazonS3Builder::new()
+        .with_bucket_name(bucket)
+        .with_endpoint(endpoint)
+        .with_allow_http(true)
+        .with_region("us-east-1");
+    for (k, v) in credentials() {
+        match k {
+            "AWS_ACCESS_KEY_ID" => b = b.with_access_key_id(v),
+            "AWS_SECRET_ACCESS_KEY" => b = b.with_secret_access_key(v),
+            _ => {}
+        }
+    }
+    (b.build().unwrap(), prefix.to_owned())
 }
