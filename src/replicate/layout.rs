@@ -59,13 +59,20 @@ pub struct ManifestSegment {
     pub crc32: u32,
 }
 
-impl Manifest {
+impl ManifestPosition {
     /// The position as a [`LogPosition`].
     pub fn log_position(&self) -> LogPosition {
         LogPosition {
-            segment: self.position.segment,
-            offset: self.position.offset,
+            segment: self.segment,
+            offset: self.offset,
         }
+    }
+}
+
+impl Manifest {
+    /// The position as a [`LogPosition`].
+    pub fn log_position(&self) -> LogPosition {
+        self.position.log_position()
     }
 
     pub(crate) fn encode(&self) -> Vec<u8> {

@@ -72,10 +72,7 @@ pub struct SnapshotBody {
 impl SnapshotDescriptor {
     /// The position as a [`LogPosition`].
     pub fn log_position(&self) -> LogPosition {
-        LogPosition {
-            segment: self.position.segment,
-            offset: self.position.offset,
-        }
+        self.position.log_position()
     }
 
     pub(crate) fn encode(&self) -> Vec<u8> {

@@ -395,19 +395,12 @@ fn remote_retention_keeps_the_snapshots_kept_manifests_need() {
 /// its stdout.
 fn replicate_cli(url: &str, endpoint: &str, dir: &std::path::Path, every: &str) -> String {
     use std::io::{BufRead, BufReader, Read};
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_sessionlog"));
-    c.args(["replicate", "--to", url, "--endpoint", endpoint])
-        .args(["--interval", "100ms", "--snapshot-every", every])
-        .args(["--snapshot-interval", "0s"])
-        .arg(dir)
-        .env_remove("SESSIONLOG_STORE")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    for (k, v) in credentials() {
-        c.env(k, v);
-    }
-    let mut child = c.spawn().unwrap();
+    let mut child = spawn_replicate_with(
+        url,
+        endpoint,
+        dir,
+        &["--snapshot-every", every, "--snapshot-interval", "0s"],
+    );
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut out = String::new();
     stdout.read_line(&mut out).unwrap();

@@ -300,6 +300,16 @@ pub fn cli(args: &[&str]) -> std::process::Output {
 
 /// A `sessionlog replicate` process (stdout piped).
 pub fn spawn_replicate(url: &str, endpoint: &str, dir: &Path) -> std::process::Child {
+    spawn_replicate_with(url, endpoint, dir, &[])
+}
+
+/// A `sessionlog replicate` process with `extra` options (stdout piped).
+pub fn spawn_replicate_with(
+    url: &str,
+    endpoint: &str,
+    dir: &Path,
+    extra: &[&str],
+) -> std::process::Child {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_sessionlog"));
     c.args([
         "replicate",
@@ -310,6 +320,7 @@ pub fn spawn_replicate(url: &str, endpoint: &str, dir: &Path) -> std::process::C
         "--interval",
         "100ms",
     ])
+    .args(extra)
     .arg(dir)
     .env_remove("SESSIONLOG_STORE")
     .stdin(std::process::Stdio::null())
