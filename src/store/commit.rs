@@ -13,7 +13,7 @@
 //! [`AppendError::PreviousIo`] until the store is reopened (the fsync-gate lesson: a failed
 //! fsync may have dropped dirty pages, so retrying could acknowledge lost data).
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use crate::error::{AppendError, WriteFailure};
@@ -26,8 +26,11 @@ use crate::log::frame;
 mod roll;
 #[path = "commit_segment.rs"]
 mod segment;
+#[path = "commit_wait.rs"]
+mod wait;
 use segment::sync_or_cut;
 pub(crate) use segment::{Active, rewrite};
+use wait::{Waiters, Want};
 
 /// Tunables the committer needs.
 #[derive(Debug, Clone)]
@@ -183,6 +186,8 @@ struct State {
     carry_keys: Vec<(u64, Seq)>,
     /// The buffers of the last written batch, emptied, for the next batch to stage into.
     spare: Staged,
+    /// Threads waiting for the committer.
+    waiters: Waiters,
 }
 
 /// A durable append is acknowledged once its frame is synced; the index commit of a small
@@ -196,7 +201,6 @@ const MAX_DEFERRED_INDEX_ENTRIES: usize = 64;
 #[derive(Debug)]
 pub(crate) struct Committer {
     state: Mutex<State>,
-    cond: Condvar,
     segments: Arc<Segments>,
     index: Arc<Index>,
     config: CommitConfig,
@@ -271,8 +275,8 @@ impl Committer {
                 carry: IndexBatch::default(),
                 carry_keys: Vec::new(),
                 spare: Staged::default(),
+                waiters: Waiters::default(),
             }),
-            cond: Condvar::new(),
             segments,
             index,
             encoders: Mutex::new(Vec::new()),
@@ -331,7 +335,7 @@ impl Committer {
                 st.leader = true;
                 return Ok(st);
             }
-            st = self.cond.wait(st).unwrap_or_else(|p| p.into_inner());
+            st = self.wait(st, Want::Lead);
         }
     }
 
@@ -373,7 +377,7 @@ impl Committer {
                 Err(AppendError::PreviousIo(failure))
             }
         };
-        self.cond.notify_all();
+        self.wake(&mut st);
         out
     }
 
@@ -500,6 +504,7 @@ impl Committer {
             let must_index = goal == Goal::Written && unindexed;
             let done = reached && !checkpoint && !unverified && !must_index;
             if done {
+                self.offer_role(&mut st);
                 return Ok(());
             }
             if !st.encoding {
@@ -514,7 +519,7 @@ impl Committer {
                     break true;
                 }
             }
-            st = self.cond.wait(st).unwrap_or_else(|p| p.into_inner());
+            st = self.wait(st, Want::Commit { lsn, goal });
         };
         // This thread leads (or leads next): take everything staged.
         let spare = std::mem::take(&mut st.spare);
@@ -541,16 +546,18 @@ impl Committer {
             loop {
                 if let Some(f) = st.failed.clone() {
                     st.encoding = false;
-                    self.cond.notify_all();
+                    self.wake(&mut st);
                     return Err(AppendError::PreviousIo(f));
                 }
                 if !st.leader {
                     break;
                 }
-                st = self.cond.wait(st).unwrap_or_else(|p| p.into_inner());
+                st = self.wait(st, Want::LeaderDone);
             }
             st.leader = true;
             st.encoding = false;
+            // The encoder's place is free: records staged meanwhile go to the next one.
+            self.offer_role(&mut st);
         }
         let mut active = st.active.take();
         let next_segment = st.next_segment;
@@ -633,13 +640,13 @@ impl Committer {
                     st.carry = batch;
                     st.carry_keys = carry_keys;
                 }
-                self.cond.notify_all();
+                self.wake(&mut st);
                 Ok(())
             }
             Err(e) => {
                 let failure = WriteFailure::from(e);
                 st.failed = Some(failure.clone());
-                self.cond.notify_all();
+                self.wake(&mut st);
                 Err(AppendError::PreviousIo(failure))
             }
         }

@@ -54,7 +54,7 @@ impl Committer {
                 st.carry = carry;
                 st.carry_keys = carry_keys;
                 st.failed = Some(failure.clone());
-                self.cond.notify_all();
+                self.wake(&mut st);
                 return Err(AppendError::PreviousIo(failure));
             }
         };
@@ -100,7 +100,7 @@ impl Committer {
                 Err(AppendError::PreviousIo(failure))
             }
         };
-        self.cond.notify_all();
+        self.wake(&mut st);
         out
     }
 }

@@ -1,0 +1,54 @@
+//! Many sessions appending one durable event at a time (the bench's "64 sessions, sync per
+//! event" row), for profiling group commit: `sync_sessions [SESSIONS] [EVENTS_PER_SESSION]`.
+//! Prints events/s and how many events each `fdatasync` covered on average (from the store's
+//! segment frames).
+
+use std::time::Instant;
+
+use sessionlog::store::{Config, Durability, Store};
+use sessionlog_bench::workload::{WorkloadConfig, generate_events, session_header, session_id};
+
+fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let mut args = std::env::args().skip(1);
+    let sessions: u64 = args.next().map(|a| a.parse()).transpose()?.unwrap_or(64);
+    let per: u64 = args.next().map(|a| a.parse()).transpose()?.unwrap_or(200);
+    let dir = tempfile::tempdir_in(std::env::var("DIR").unwrap_or_else(|_| ".".into()))?;
+    let store = Store::open(dir.path(), Config::default().durability(Durability::Sync))?;
+    let work: Vec<_> = (0..sessions)
+        .map(|i| generate_events(&WorkloadConfig::default(), i, per))
+        .collect();
+    for i in 0..sessions {
+        store.create_session(session_header(i))?;
+    }
+    let start = Instant::now();
+    std::thread::scope(
+        |s| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+            let handles: Vec<_> = work
+                .into_iter()
+                .enumerate()
+                .map(|(i, events)| {
+                    let store = &store;
+                    s.spawn(move || -> Result<(), sessionlog::AppendError> {
+                        let id = session_id(i as u64);
+                        for e in events {
+                            store.append(&id, e)?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().map_err(|_| "a thread panicked")??;
+            }
+            Ok(())
+        },
+    )?;
+    let secs = start.elapsed().as_secs_f64();
+    let total = sessions * per;
+    println!(
+        "{sessions} sessions x {per} events: {:.0} events/s ({secs:.2} s)",
+        total as f64 / secs
+    );
+    store.close()?;
+    Ok(())
+}
