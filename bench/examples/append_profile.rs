@@ -11,9 +11,15 @@
 //! Divide the collected instructions by the printed count (`callgrind_annotate --inclusive=yes`
 //! for the breakdown). A second argument sets `Config::checkpoint_bytes` (what an index
 //! checkpoint every that many bytes costs the appends).
+//!
+//! `FLUSH=1` calls `Store::flush` at dsh's flush points (the bench's "flush points" rows:
+//! one frame, one `fdatasync` per flush group); collect both functions then:
+//! `--toggle-collect='*Store>::append' --toggle-collect='*Store>::flush'`.
 
 use sessionlog::store::{Config, Durability, Store};
-use sessionlog_bench::workload::{WorkloadConfig, generate_events, session_header, session_id};
+use sessionlog_bench::workload::{
+    WorkloadConfig, generate_events, is_flush_point, session_header, session_id,
+};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: u64 = std::env::args()
@@ -30,8 +36,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = Store::open(dir.path(), config)?;
     store.create_session(session_header(0))?;
     let count = events.len();
+    let at_flush_points = std::env::var_os("FLUSH").is_some();
     for e in events {
+        let flush = at_flush_points && is_flush_point(&e.kind);
         store.append(&session_id(0), e)?;
+        if flush {
+            store.flush()?;
+        }
     }
     store.flush()?;
     store.close()?;
