@@ -14,7 +14,9 @@
 //!
 //! `FLUSH=1` calls `Store::flush` at dsh's flush points (the bench's "flush points" rows:
 //! one frame, one `fdatasync` per flush group); collect both functions then:
-//! `--toggle-collect='*Store>::append' --toggle-collect='*Store>::flush'`.
+//! `--toggle-collect='*Store>::append' --toggle-collect='sessionlog::store::Store::flush'`.
+//! `BATCH=N` appends with `Store::append_batch`, N events at a time, to a `Sync` store (the
+//! bench's batch rows; collect `'*Store>::append_batch'`).
 
 use sessionlog::store::{Config, Durability, Store};
 use sessionlog_bench::workload::{
@@ -36,6 +38,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = Store::open(dir.path(), config)?;
     store.create_session(session_header(0))?;
     let count = events.len();
+    if let Some(n) = std::env::var("BATCH")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        drop(store);
+        let dir = tempfile::tempdir()?;
+        let store = Store::open(dir.path(), Config::default().durability(Durability::Sync))?;
+        store.create_session(session_header(0))?;
+        let mut events = events.into_iter().peekable();
+        while events.peek().is_some() {
+            let batch: Vec<_> = events.by_ref().take(n.max(1)).collect();
+            store.append_batch(&session_id(0), batch)?;
+        }
+        store.close()?;
+        println!("appended {count} events");
+        return Ok(());
+    }
     let at_flush_points = std::env::var_os("FLUSH").is_some();
     for e in events {
         let flush = at_flush_points && is_flush_point(&e.kind);

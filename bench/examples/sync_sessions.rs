@@ -1,19 +1,27 @@
 //! Many sessions appending one durable event at a time (the bench's "64 sessions, sync per
 //! event" row), for profiling group commit: `sync_sessions [SESSIONS] [EVENTS_PER_SESSION]`.
-//! Prints events/s and how many events each `fdatasync` covered on average (from the store's
-//! segment frames).
+//! Prints events/s. `FLUSH=1`: a `Buffered` store, each session flushing at dsh's flush
+//! points (the bench's "flush points" rows).
 
 use std::time::Instant;
 
 use sessionlog::store::{Config, Durability, Store};
-use sessionlog_bench::workload::{WorkloadConfig, generate_events, session_header, session_id};
+use sessionlog_bench::workload::{
+    WorkloadConfig, generate_events, is_flush_point, session_header, session_id,
+};
 
 fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let mut args = std::env::args().skip(1);
     let sessions: u64 = args.next().map(|a| a.parse()).transpose()?.unwrap_or(64);
     let per: u64 = args.next().map(|a| a.parse()).transpose()?.unwrap_or(200);
     let dir = tempfile::tempdir_in(std::env::var("DIR").unwrap_or_else(|_| ".".into()))?;
-    let store = Store::open(dir.path(), Config::default().durability(Durability::Sync))?;
+    let flush = std::env::var_os("FLUSH").is_some();
+    let durability = if flush {
+        Durability::Buffered
+    } else {
+        Durability::Sync
+    };
+    let store = Store::open(dir.path(), Config::default().durability(durability))?;
     let work: Vec<_> = (0..sessions)
         .map(|i| generate_events(&WorkloadConfig::default(), i, per))
         .collect();

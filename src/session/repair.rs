@@ -29,6 +29,70 @@ struct PendingCall {
     call_seq: Option<Seq>,
 }
 
+/// What one event changes in a [`RepairScan`], read from its `data` when the append is
+/// planned and folded in when it is applied (so a plan carries a few values, not a copy of
+/// the scan's pending calls).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RepairStep {
+    /// `turn/start` with its `data.turn`.
+    TurnStart(TraceValue),
+    /// `turn/end`.
+    TurnEnd,
+    /// `step/start` with its `data.step`.
+    StepStart(TraceValue),
+    /// `step/end`.
+    StepEnd,
+    /// `assistant/message`: its `data.step` and the ids of its tool-call blocks, in order.
+    Assistant {
+        /// `data.step`.
+        step: TraceValue,
+        /// The `id` of each `tool-call` block of `data.message.content`.
+        calls: Vec<TraceValue>,
+    },
+    /// `tool/call` with its `data.callId`.
+    ToolCall(TraceValue),
+    /// `tool/result` with its `data.message.source.callId`.
+    ToolResult(TraceValue),
+    /// Any other kind: only the last seq and time move.
+    Other,
+}
+
+impl RepairStep {
+    /// Reads what `event` changes in the scan.
+    pub(crate) fn of(event: &Event, data: Option<N<'_, '_>>) -> RepairStep {
+        let get = |name: &str| TraceValue::of(data.and_then(|d| d.get(name)));
+        match event.kind.as_str() {
+            "turn/start" => RepairStep::TurnStart(get("turn")),
+            "turn/end" => RepairStep::TurnEnd,
+            "step/start" => RepairStep::StepStart(get("step")),
+            "step/end" => RepairStep::StepEnd,
+            "assistant/message" => {
+                let content = data
+                    .and_then(|d| d.get("message"))
+                    .and_then(|m| m.get("content"));
+                let calls = content
+                    .map(|c| c.items())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|block| block.get("type").is_some_and(|t| t.is_str("tool-call")))
+                    .map(|block| TraceValue::of(block.get("id")))
+                    .collect();
+                RepairStep::Assistant {
+                    step: get("step"),
+                    calls,
+                }
+            }
+            "tool/call" => RepairStep::ToolCall(get("callId")),
+            "tool/result" => RepairStep::ToolResult(TraceValue::of(
+                data.and_then(|d| d.get("message"))
+                    .and_then(|m| m.get("source"))
+                    .and_then(|s| s.get("callId")),
+            )),
+            _ => RepairStep::Other,
+        }
+    }
+}
+
 /// The closer scan: open turn, open step, pending calls in insertion order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RepairScan {
@@ -97,34 +161,30 @@ impl RepairScan {
 
     /// [`RepairScan::observe`] with `data` already parsed.
     pub(crate) fn observe_parsed(&mut self, event: &Event, data: Option<N<'_, '_>>) {
-        self.last = Some((event.seq, event.time));
-        let get = |name: &str| TraceValue::of(data.and_then(|d| d.get(name)));
-        match event.kind.as_str() {
-            "turn/start" => {
-                self.open_turn = get("turn");
+        self.apply(event.seq, event.time, RepairStep::of(event, data));
+    }
+
+    /// Folds an event's [`RepairStep`] (read from it beforehand) into the scan.
+    pub(crate) fn apply(&mut self, seq: Seq, time: i64, step: RepairStep) {
+        self.last = Some((seq, time));
+        match step {
+            RepairStep::TurnStart(turn) => {
+                self.open_turn = turn;
                 self.open_step = TraceValue::null();
                 self.pending.clear();
             }
-            "turn/end" => {
+            RepairStep::TurnEnd => {
                 self.open_turn = TraceValue::null();
                 self.open_step = TraceValue::null();
                 self.pending.clear();
             }
-            "step/start" => self.open_step = get("step"),
-            "step/end" => {
+            RepairStep::StepStart(step) => self.open_step = step,
+            RepairStep::StepEnd => {
                 self.pending.clear();
                 self.open_step = TraceValue::null();
             }
-            "assistant/message" => {
-                let step = get("step");
-                let content = data
-                    .and_then(|d| d.get("message"))
-                    .and_then(|m| m.get("content"));
-                for block in content.map(|c| c.items()).unwrap_or_default() {
-                    if !block.get("type").is_some_and(|t| t.is_str("tool-call")) {
-                        continue;
-                    }
-                    let id = TraceValue::of(block.get("id"));
+            RepairStep::Assistant { step, calls } => {
+                for id in calls {
                     if let Some(entry) = self.pending.iter_mut().find(|p| same_key(&p.id, &id)) {
                         entry.step = step.clone();
                         entry.call_seq = None;
@@ -137,23 +197,17 @@ impl RepairScan {
                     }
                 }
             }
-            "tool/call" => {
-                let id = get("callId");
+            RepairStep::ToolCall(id) => {
                 if let Some(entry) = self.pending.iter_mut().find(|p| same_key(&p.id, &id)) {
-                    entry.call_seq = Some(event.seq);
+                    entry.call_seq = Some(seq);
                 }
             }
-            "tool/result" => {
-                let id = TraceValue::of(
-                    data.and_then(|d| d.get("message"))
-                        .and_then(|m| m.get("source"))
-                        .and_then(|s| s.get("callId")),
-                );
+            RepairStep::ToolResult(id) => {
                 if let Some(i) = self.pending.iter().position(|p| same_key(&p.id, &id)) {
                     self.pending.remove(i);
                 }
             }
-            _ => {}
+            RepairStep::Other => {}
         }
     }
 

@@ -5,7 +5,7 @@ use super::error::{
     InvariantViolation, RuleViolation, ShapeError, StalePlan, Subject, SurfaceError,
 };
 use super::invariants::{InvariantMode, Trace, TraceTransition, TraceValue};
-use super::repair::RepairScan;
+use super::repair::{RepairScan, RepairStep};
 use super::shape;
 use super::surface::{Surface, SurfaceChange, plan_surface};
 use super::{EventLookup, RawDefects};
@@ -59,8 +59,9 @@ pub struct AppendPlan {
     trace: TraceTransition,
     violation: Option<InvariantViolation>,
     turn_mark: Option<TurnMark>,
-    /// The new repair scan; `None` when the event only moves its last seq and time.
-    repair: Option<RepairScan>,
+    /// What the event changes in the repair scan; `None` when it only moves its last seq
+    /// and time.
+    repair: Option<RepairStep>,
     time: i64,
 }
 
@@ -414,11 +415,7 @@ impl SessionState {
             }));
         }
         let commit_orders = self.new_commit_orders(data, &at_index).map_err(shape_err)?;
-        let repair = RepairScan::observes_kind(kind).then(|| {
-            let mut repair = self.repair.clone();
-            repair.observe_parsed(event, Some(data));
-            repair
-        });
+        let repair = RepairScan::observes_kind(kind).then(|| RepairStep::of(event, Some(data)));
         Ok(AppendPlan {
             seq,
             is_end_seed: kind == "session/end-seed",
@@ -466,7 +463,7 @@ impl SessionState {
         self.commit_orders.extend(plan.commit_orders);
         self.trace.commit(plan.trace);
         match plan.repair {
-            Some(repair) => self.repair = repair,
+            Some(step) => self.repair.apply(plan.seq, plan.time, step),
             None => self.repair.observe_last(plan.seq, plan.time),
         }
         if plan.turn_mark.is_some() {
