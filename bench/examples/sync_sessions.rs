@@ -39,7 +39,11 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                     s.spawn(move || -> Result<(), sessionlog::AppendError> {
                         let id = session_id(i as u64);
                         for e in events {
+                            let at_flush_point = flush && is_flush_point(&e.kind);
                             store.append(&id, e)?;
+                            if at_flush_point {
+                                store.flush()?;
+                            }
                         }
                         Ok(())
                     })
