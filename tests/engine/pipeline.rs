@@ -178,3 +178,89 @@ fn a_batch_is_written_only_after_the_previous_sync_and_nothing_acknowledged_is_l
         }
     }
 }
+
+/// Every kind of committer waiter at once (durable appends, buffered appends with `flush` and
+/// `checkpoint`, and a GC, which leads exclusively): each is woken only when it can progress
+/// (store/commit_wait.rs), so a lost wake-up would hang one of them. All must finish, and
+/// every acknowledged event reads back after a reopen.
+#[test]
+fn every_kind_of_waiter_is_woken_and_nothing_acknowledged_is_lost() {
+    const THREADS: u64 = 12;
+    const EVENTS: u64 = 60;
+    let dir = tempfile::tempdir().unwrap();
+    let slow = Arc::new(Mutex::new(Log::default()));
+    let fs: Arc<dyn FileSystem> = Arc::new(SlowSyncFs { log: slow.clone() });
+    let store = Arc::new(Store::open(dir.path(), config(Durability::Sync).with_fs(fs)).unwrap());
+    // `w12` is the GC's: deleted, and not the newest session (so its records may go).
+    for name in (0..THREADS + 1)
+        .map(|t| format!("w{t}"))
+        .chain(["late".into()])
+    {
+        store.create_session(SessionHeader::new(name, 1)).unwrap();
+    }
+    let (done, finished) = std::sync::mpsc::channel::<&'static str>();
+    let mut handles = Vec::new();
+    for t in 0..THREADS {
+        let (store, done) = (store.clone(), done.clone());
+        handles.push(std::thread::spawn(move || {
+            for seq in 0..EVENTS {
+                let r = store
+                    .append(&format!("w{t}"), synthetic_event(seq, t))
+                    .unwrap();
+                assert!(r.durable);
+                match (t % 3, seq % 7) {
+                    (0, 0) => store.flush().unwrap(),
+                    (1, 3) => store.checkpoint().unwrap(),
+                    _ => {}
+                }
+            }
+            done.send("appender").unwrap();
+        }));
+    }
+    {
+        // A session to delete, so the GC has something to collect, and GCs while appending.
+        let (store, done) = (store.clone(), done.clone());
+        handles.push(std::thread::spawn(move || {
+            for seq in 0..EVENTS {
+                store.append("w12", synthetic_event(seq, 99)).unwrap();
+            }
+            store.delete_session("w12").unwrap();
+            let mut compacted = 0;
+            let mut skipped = Vec::new();
+            for _ in 0..4 {
+                let report = store
+                    .gc(sessionlog::GcOptions::default().erase(true), &mut |_, _| {})
+                    .unwrap();
+                compacted += report.compacted.len() + report.sessions_erased as usize;
+                skipped.extend(report.skipped);
+            }
+            assert!(compacted > 0, "the erase compacted nothing: {skipped:?}");
+            done.send("gc").unwrap();
+        }));
+    }
+    drop(done);
+    for _ in 0..THREADS + 1 {
+        // A lost wake-up shows as a thread that never finishes.
+        finished
+            .recv_timeout(Duration::from_secs(120))
+            .expect("a committer waiter was never woken");
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+    let log = std::mem::take(&mut *slow.lock().unwrap());
+    assert!(log.violations.is_empty(), "{:?}", log.violations);
+    drop(store);
+    let store = Store::open(dir.path(), config(Durability::Sync)).unwrap();
+    for t in 0..THREADS {
+        let events = read_all(&store, &format!("w{t}"));
+        assert_eq!(events.len() as u64, EVENTS);
+        for (i, e) in events.iter().enumerate() {
+            assert_eq!(e, &synthetic_event(i as u64, t));
+        }
+    }
+    assert!(
+        store.session_info("w12").is_none(),
+        "the deleted session is gone"
+    );
+}
