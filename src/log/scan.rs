@@ -178,12 +178,15 @@ pub fn decode_ahead_from(bytes: u64) {
     AHEAD_MIN_BYTES.store(bytes, Ordering::Relaxed);
 }
 /// The decoding thread hands frames over once their payloads reach this many bytes (or the
-/// segment ends), and reads the file this much at a time.
-const AHEAD_BATCH_BYTES: usize = 1 << 20;
+/// segment ends): small enough that the scan starts soon and ends soon after the thread,
+/// large enough that handing over costs nothing measurable.
+const AHEAD_BATCH_BYTES: usize = 256 << 10;
+/// The decoding thread reads the file this much at a time (more when a frame is longer).
+const AHEAD_READ_BYTES: usize = 1 << 20;
 
 /// Frames of one segment decoded (CRC checked, decompressed) ahead of the scan on a second
 /// thread, while the scan's visitor reads the frames before them: a bounded pipeline (one
-/// batch in flight, one being decoded, one being read).
+/// batch in flight, one being decoded, one being read: a few frames' payloads at most).
 ///
 /// The thread stops at the end of the segment or at the first frame it cannot decode (or read);
 /// the scan then decodes from there on its own thread exactly as without it, so a bad frame is
@@ -213,7 +216,7 @@ impl Ahead {
             file_len,
             start: 0,
             buf: Vec::new(),
-            chunk: AHEAD_BATCH_BYTES,
+            chunk: AHEAD_READ_BYTES,
         };
         let thread = std::thread::Builder::new()
             .name("sessionlog-scan".into())
