@@ -11,7 +11,7 @@
 //! `time` prints the resume (writable open, `Store::resume`, surface, messages) and the read
 //! once (read-only open, every event read and folded), median of RUNS (default 5). `open
 //! DIR [RUNS]` times a writable open of a copy of DIR (a crashed store, e.g. made by
-//! `sessionlog bench --probe-fill MB --probe-dir DIR`), a fresh copy each run (`SCAN_AHEAD=0`:
+//! `sessionlog bench --probe-fill MB --probe-dir DIR`), a fresh copy each run, synced before the open (`SCAN_AHEAD=0`:
 //! without the scan's second thread). `phases DIR`
 //! times the resume's steps one by one (median of 9).
 
@@ -142,7 +142,9 @@ fn copy_dir(from: &Path, to: &Path) -> R<()> {
         if entry.file_type()?.is_dir() {
             copy_dir(&entry.path(), &target)?;
         } else {
-            std::fs::copy(entry.path(), target)?;
+            std::fs::copy(entry.path(), &target)?;
+            // On disk before the open: its time is the scan's, not writing the copy back.
+            std::fs::File::open(&target)?.sync_all()?;
         }
     }
     Ok(())

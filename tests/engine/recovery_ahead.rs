@@ -1,5 +1,5 @@
 //! Recovery of a log long enough that the scan decodes its frames ahead on a second thread
-//! (from 256 KiB left in a segment, handed over in batches of 256 KiB of payload): a torn tail, a damaged
+//! (from 256 KiB left in a segment, handed over in batches of 1 MiB of payload): a torn tail, a damaged
 //! frame and a record that is not UTF-8, each deep in the log (in a later batch than the
 //! first), are found and reported at their frames exactly as the single-threaded scan does.
 
