@@ -12,7 +12,7 @@
 //! once (read-only open, every event read and folded), median of RUNS (default 5). `open
 //! DIR [RUNS]` times a writable open of a copy of DIR (a crashed store, e.g. made by
 //! `sessionlog bench --probe-fill MB --probe-dir DIR`), a fresh copy each run, synced before the open (`SCAN_AHEAD=0`:
-//! without the scan's second thread). `phases DIR`
+//! without the scan's second thread; `SCAN_BATCH=BYTES`: its hand-over size). `phases DIR`
 //! times the resume's steps one by one (median of 9).
 
 use std::path::Path;
@@ -143,8 +143,11 @@ fn copy_dir(from: &Path, to: &Path) -> R<()> {
             copy_dir(&entry.path(), &target)?;
         } else {
             std::fs::copy(entry.path(), &target)?;
-            // On disk before the open: its time is the scan's, not writing the copy back.
-            std::fs::File::open(&target)?.sync_all()?;
+            // On disk before the open (unless `OPEN_DIRTY=1`: left in the page cache, as a
+            // crashed writer leaves its last frames, for the open to sync).
+            if std::env::var("OPEN_DIRTY").as_deref() != Ok("1") {
+                std::fs::File::open(&target)?.sync_all()?;
+            }
         }
     }
     Ok(())
@@ -154,6 +157,13 @@ fn open(dir: &Path, runs: usize) -> R<()> {
     // `SCAN_AHEAD=0`: the scan decodes on the opening thread alone (the single-threaded scan).
     if std::env::var("SCAN_AHEAD").as_deref() == Ok("0") {
         sessionlog::log::scan::decode_ahead_from(u64::MAX);
+    }
+    // `SCAN_BATCH=BYTES`: the decoded bytes the scan's second thread hands over at a time.
+    if let Some(bytes) = std::env::var("SCAN_BATCH")
+        .ok()
+        .and_then(|b| b.parse().ok())
+    {
+        sessionlog::log::scan::decode_ahead_batch(bytes);
     }
     let mut ms = Vec::new();
     for i in 0..runs {

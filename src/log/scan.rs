@@ -11,7 +11,7 @@
 //! tail (across segments if it spans them), so an operation is all or nothing.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 
 use crate::error::{Damage, DecodeError, LogPosition, OpenError};
@@ -177,16 +177,30 @@ static AHEAD_MIN_BYTES: AtomicU64 = AtomicU64::new(256 << 10);
 pub fn decode_ahead_from(bytes: u64) {
     AHEAD_MIN_BYTES.store(bytes, Ordering::Relaxed);
 }
+
+/// Batches decoded and not yet taken, at most: the thread may run this far ahead, so that
+/// neither thread waits for the other whenever the machine's other work deschedules one.
+const AHEAD_BATCHES: usize = 4;
+
 /// The decoding thread hands frames over once their payloads reach this many bytes (or the
-/// segment ends): ~50 dsh flush-group frames, decoded in ~0.5 ms, so the scan starts soon and
-/// ends soon after the thread, and few hand-overs (each a thread wake-up or two).
-const AHEAD_BATCH_BYTES: usize = 1 << 20;
+/// segment ends): see [`decode_ahead_batch`].
+static AHEAD_BATCH_BYTES: AtomicUsize = AtomicUsize::new(1 << 20);
+
+/// Sets how many bytes of decoded payload the decoding thread hands over at a time (default
+/// 1 MiB: ~50 dsh flush-group frames, decoded in ~0.5 ms, so the scan starts soon and ends soon
+/// after the thread, with few hand-overs, each a thread wake-up or two). For measurements;
+/// what a scan finds does not depend on it.
+pub fn decode_ahead_batch(bytes: usize) {
+    AHEAD_BATCH_BYTES.store(bytes.max(1), Ordering::Relaxed);
+}
+
 /// The decoding thread reads the file this much at a time (more when a frame is longer).
 const AHEAD_READ_BYTES: usize = 1 << 20;
 
 /// Frames of one segment decoded (CRC checked, decompressed) ahead of the scan on a second
-/// thread, while the scan's visitor reads the frames before them: a bounded pipeline (one
-/// batch in flight, one being decoded, one being read: a few frames' payloads at most).
+/// thread, while the scan's visitor reads the frames before them: a bounded pipeline (at most
+/// [`AHEAD_BATCHES`] batches waiting, one being decoded and one being read: ~6 MiB of
+/// payload with dsh's frames, or that many frames when a frame is larger than a batch).
 ///
 /// The thread stops at the end of the segment or at the first frame it cannot decode (or read);
 /// the scan then decodes from there on its own thread exactly as without it, so a bad frame is
@@ -210,7 +224,7 @@ impl Ahead {
         if file_len.saturating_sub(from) < AHEAD_MIN_BYTES.load(Ordering::Relaxed) {
             return None;
         }
-        let (tx, rx) = mpsc::sync_channel(1);
+        let (tx, rx) = mpsc::sync_channel(AHEAD_BATCHES);
         let window = Window {
             file,
             file_len,
@@ -279,6 +293,7 @@ fn decode_ahead(
 ) {
     let mut batch = Vec::new();
     let mut bytes = 0usize;
+    let batch_bytes = AHEAD_BATCH_BYTES.load(Ordering::Relaxed);
     while offset < window.file_len {
         let Ok(Ok((header, payload))) = window.frame_at(offset, &limits) else {
             break;
@@ -287,7 +302,7 @@ fn decode_ahead(
         offset += header.frame_len();
         bytes += payload.len();
         batch.push((at, header, payload));
-        if bytes >= AHEAD_BATCH_BYTES {
+        if bytes >= batch_bytes {
             if tx.send(std::mem::take(&mut batch)).is_err() {
                 return;
             }
