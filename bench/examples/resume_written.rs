@@ -11,7 +11,9 @@
 //! `time` prints the resume (writable open, `Store::resume`, surface, messages) and the read
 //! once (read-only open, every event read and folded), median of RUNS (default 5). `open
 //! DIR [RUNS]` times a writable open of a copy of DIR (a crashed store, e.g. made by
-//! `sessionlog bench --probe-fill MB --probe-dir DIR`), a fresh copy each run.
+//! `sessionlog bench --probe-fill MB --probe-dir DIR`), a fresh copy each run, synced before the open (`SCAN_AHEAD=0`:
+//! without the scan's second thread; `SCAN_BATCH=BYTES`: its hand-over size). `phases DIR`
+//! times the resume's steps one by one (median of 9).
 
 use std::path::Path;
 use std::time::Instant;
@@ -86,6 +88,52 @@ fn time(dir: &Path, runs: usize) -> R<()> {
     Ok(())
 }
 
+/// The resume's phases one by one (median of `runs` each): what a writable open, `resume`,
+/// `surface` and `messages` cost beside a read-only open and the read once.
+fn phases(dir: &Path, runs: usize) -> R<()> {
+    let id = session_id(0);
+    let mut t: Vec<Vec<f64>> = vec![Vec::new(); 6];
+    for _ in 0..runs {
+        let clock = Instant::now();
+        let lap = |clock: &Instant| clock.elapsed().as_secs_f64() * 1e3;
+        let store = Store::open(dir, Config::default().read_only(true))?;
+        t[0].push(lap(&clock));
+        drop(store);
+        let clock = Instant::now();
+        let store = Store::open(dir, Config::default())?;
+        t[1].push(lap(&clock));
+        let clock = Instant::now();
+        let session = store.resume(&id)?;
+        t[2].push(lap(&clock));
+        let clock = Instant::now();
+        let surface = session.surface()?;
+        t[3].push(lap(&clock));
+        let clock = Instant::now();
+        let messages = session.messages()?;
+        t[4].push(lap(&clock));
+        let clock = Instant::now();
+        let again = session.messages()?;
+        t[5].push(lap(&clock));
+        if surface.len() != messages.len() || messages != again {
+            return Err("the messages do not match the surface".into());
+        }
+        drop(session);
+        drop(store);
+    }
+    let names = [
+        "read-only open",
+        "writable open",
+        "resume",
+        "surface",
+        "messages",
+        "messages again",
+    ];
+    for (name, v) in names.iter().zip(t) {
+        println!("{name}: {:.2} ms", median(v));
+    }
+    Ok(())
+}
+
 fn copy_dir(from: &Path, to: &Path) -> R<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
@@ -94,13 +142,29 @@ fn copy_dir(from: &Path, to: &Path) -> R<()> {
         if entry.file_type()?.is_dir() {
             copy_dir(&entry.path(), &target)?;
         } else {
-            std::fs::copy(entry.path(), target)?;
+            std::fs::copy(entry.path(), &target)?;
+            // On disk before the open (unless `OPEN_DIRTY=1`: left in the page cache, as a
+            // crashed writer leaves its last frames, for the open to sync).
+            if std::env::var("OPEN_DIRTY").as_deref() != Ok("1") {
+                std::fs::File::open(&target)?.sync_all()?;
+            }
         }
     }
     Ok(())
 }
 
 fn open(dir: &Path, runs: usize) -> R<()> {
+    // `SCAN_AHEAD=0`: the scan decodes on the opening thread alone (the single-threaded scan).
+    if std::env::var("SCAN_AHEAD").as_deref() == Ok("0") {
+        sessionlog::log::scan::decode_ahead_from(u64::MAX);
+    }
+    // `SCAN_BATCH=BYTES`: the decoded bytes the scan's second thread hands over at a time.
+    if let Some(bytes) = std::env::var("SCAN_BATCH")
+        .ok()
+        .and_then(|b| b.parse().ok())
+    {
+        sessionlog::log::scan::decode_ahead_batch(bytes);
+    }
     let mut ms = Vec::new();
     for i in 0..runs {
         let copy = dir.with_extension(format!("open-{i}"));
@@ -134,10 +198,12 @@ fn main() -> R<()> {
         ["build", dir, kind] => build(Path::new(dir), kind),
         ["time", dir] => time(Path::new(dir), 5),
         ["time", dir, runs] => time(Path::new(dir), runs.parse()?),
+        ["phases", dir] => phases(Path::new(dir), 9),
         ["open", dir] => open(Path::new(dir), 3),
         ["open", dir, runs] => open(Path::new(dir), runs.parse()?),
         _ => Err(
-            "usage: resume_written build DIR big|import | time DIR [RUNS] | open DIR [RUNS]".into(),
+            "usage: resume_written build DIR big|import | time DIR [RUNS] | phases DIR | open DIR [RUNS]"
+                .into(),
         ),
     }
 }

@@ -96,6 +96,12 @@ struct EventFields<'a> {
 /// Postcard's variant index of `Record::Event`.
 const EVENT_VARIANT: u8 = 1;
 
+/// True when `bytes` are UTF-8, as `std::str::from_utf8` decides: ASCII (nearly every
+/// string) checked a word at a time, anything else by simdutf8 (SIMD, same verdicts).
+fn is_utf8(bytes: &[u8]) -> bool {
+    bytes.is_ascii() || simdutf8::basic::from_utf8(bytes).is_ok()
+}
+
 /// The session, seq and length of the event record at the front of `bytes`; `None` when the
 /// front is another kind of record or cannot be read this way (decode it in full then).
 pub(crate) fn peek_event(bytes: &[u8], utf8: Utf8) -> Option<EventHead> {
@@ -104,10 +110,7 @@ pub(crate) fn peek_event(bytes: &[u8], utf8: Utf8) -> Option<EventHead> {
         return None;
     }
     let (fields, after) = postcard::take_from_bytes::<EventFields<'_>>(rest).ok()?;
-    if utf8 == Utf8::Check
-        && (std::str::from_utf8(fields.kind.0).is_err()
-            || std::str::from_utf8(fields.data.0).is_err())
-    {
+    if utf8 == Utf8::Check && !(is_utf8(fields.kind.0) && is_utf8(fields.data.0)) {
         return None;
     }
     Some(EventHead {
@@ -124,6 +127,35 @@ mod tests {
     use super::*;
     use crate::event::{EnvelopeKey, Event, KeyOrder, Packing, SessionHeader};
     use crate::log::record::Record;
+
+    #[test]
+    fn the_utf8_check_gives_std_verdicts() {
+        let long = "é".repeat(40);
+        let mut cases: Vec<Vec<u8>> = vec![
+            b"".to_vec(),
+            b"plain ascii".to_vec(),
+            "x".repeat(200).into_bytes(),
+            long.clone().into_bytes(),
+            vec![0xc0, 0x80],             // overlong
+            vec![0xed, 0xa0, 0x80],       // a surrogate
+            vec![0xf4, 0x90, 0x80, 0x80], // past U+10FFFF
+            vec![0xe2, 0x82],             // cut short
+            vec![0xff],
+        ];
+        let mut cut = long.into_bytes();
+        cut.truncate(79);
+        cases.push(cut);
+        let mut late = "y".repeat(100).into_bytes();
+        late.push(0x80);
+        cases.push(late);
+        for case in cases {
+            assert_eq!(
+                is_utf8(&case),
+                std::str::from_utf8(&case).is_ok(),
+                "{case:?}"
+            );
+        }
+    }
 
     #[test]
     fn agrees_with_the_full_decode() {

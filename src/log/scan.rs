@@ -11,7 +11,8 @@
 //! tail (across segments if it spans them), so an operation is all or nothing.
 
 use std::io;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
 
 use crate::error::{Damage, DecodeError, LogPosition, OpenError};
 use crate::fs::StorageFile;
@@ -90,6 +91,8 @@ struct Window {
     file_len: u64,
     start: u64,
     buf: Vec<u8>,
+    /// Bytes read at a time (more when a frame is longer).
+    chunk: usize,
 }
 
 const WINDOW: usize = 8 << 20;
@@ -102,6 +105,7 @@ impl Window {
             file_len,
             start: 0,
             buf: Vec::new(),
+            chunk: WINDOW,
         })
     }
 
@@ -109,7 +113,7 @@ impl Window {
     fn bytes(&mut self, offset: u64, len: usize) -> io::Result<&[u8]> {
         let end = offset + len as u64;
         if offset < self.start || end > self.start + self.buf.len() as u64 {
-            let want = (len.max(WINDOW) as u64).min(self.file_len - offset) as usize;
+            let want = (len.max(self.chunk) as u64).min(self.file_len - offset) as usize;
             self.buf.resize(want, 0);
             self.file.read_exact_at(&mut self.buf, offset)?;
             self.start = offset;
@@ -160,6 +164,154 @@ impl Window {
     }
 }
 
+/// A frame decoded ahead: its offset, header and decompressed payload.
+type Decoded = (u64, FrameHeader, Vec<u8>);
+
+/// Segments with fewer bytes than this left to scan are decoded on the scanning thread alone
+/// (a thread costs more than decoding a few frames); see [`decode_ahead_from`].
+static AHEAD_MIN_BYTES: AtomicU64 = AtomicU64::new(256 << 10);
+
+/// Sets the fewest bytes left in a segment for which a scan decodes its frames ahead on a
+/// second thread (default 256 KiB). What a scan finds is the same either way; the tests and
+/// the crash simulator, whose segments are small, set it low so that they take both paths.
+pub fn decode_ahead_from(bytes: u64) {
+    AHEAD_MIN_BYTES.store(bytes, Ordering::Relaxed);
+}
+
+/// Batches decoded and not yet taken, at most: the thread may run this far ahead, so that
+/// neither thread waits for the other whenever the machine's other work deschedules one.
+const AHEAD_BATCHES: usize = 4;
+
+/// The decoding thread hands frames over once their payloads reach this many bytes (or the
+/// segment ends): see [`decode_ahead_batch`].
+static AHEAD_BATCH_BYTES: AtomicUsize = AtomicUsize::new(1 << 20);
+
+/// Sets how many bytes of decoded payload the decoding thread hands over at a time (default
+/// 1 MiB: ~50 dsh flush-group frames, decoded in ~0.5 ms, so the scan starts soon and ends soon
+/// after the thread, with few hand-overs, each a thread wake-up or two). For measurements;
+/// what a scan finds does not depend on it.
+pub fn decode_ahead_batch(bytes: usize) {
+    AHEAD_BATCH_BYTES.store(bytes.max(1), Ordering::Relaxed);
+}
+
+/// The decoding thread reads the file this much at a time (more when a frame is longer).
+const AHEAD_READ_BYTES: usize = 1 << 20;
+
+/// Frames of one segment decoded (CRC checked, decompressed) ahead of the scan on a second
+/// thread, while the scan's visitor reads the frames before them: a bounded pipeline (at most
+/// [`AHEAD_BATCHES`] batches waiting, one being decoded and one being read: ~6 MiB of
+/// payload with dsh's frames, or that many frames when a frame is larger than a batch).
+///
+/// The thread stops at the end of the segment or at the first frame it cannot decode (or read);
+/// the scan then decodes from there on its own thread exactly as without it, so a bad frame is
+/// found, resynchronised after and reported the same way. Dropping it stops the thread and
+/// waits for it (it is between two frames at most one frame's decoding away).
+struct Ahead {
+    rx: Option<mpsc::Receiver<Vec<Decoded>>>,
+    batch: std::vec::IntoIter<Decoded>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Ahead {
+    /// Starts decoding `file` (of `file_len` bytes) from `from`; `None` (decode on the calling
+    /// thread) when little is left or no thread can be started.
+    fn start(
+        file: Arc<dyn StorageFile>,
+        file_len: u64,
+        from: u64,
+        limits: FrameLimits,
+    ) -> Option<Ahead> {
+        if file_len.saturating_sub(from) < AHEAD_MIN_BYTES.load(Ordering::Relaxed) {
+            return None;
+        }
+        let (tx, rx) = mpsc::sync_channel(AHEAD_BATCHES);
+        let window = Window {
+            file,
+            file_len,
+            start: 0,
+            buf: Vec::new(),
+            chunk: AHEAD_READ_BYTES,
+        };
+        let thread = std::thread::Builder::new()
+            .name("sessionlog-scan".into())
+            .spawn(move || decode_ahead(window, from, limits, tx))
+            .ok()?;
+        Some(Ahead {
+            rx: Some(rx),
+            batch: Vec::new().into_iter(),
+            thread: Some(thread),
+        })
+    }
+
+    /// The frame at `offset` if it was decoded ahead; `None` once the thread stopped before it
+    /// (the caller decodes it), after which it is always `None`.
+    fn take(&mut self, offset: u64) -> Option<(FrameHeader, Vec<u8>)> {
+        loop {
+            if let Some((at, header, payload)) = self.batch.next() {
+                if at == offset {
+                    return Some((header, payload));
+                }
+                // Never expected (the scan follows the frames as the thread did): stop.
+                self.stop();
+                return None;
+            }
+            let batch = self.rx.as_ref()?.recv();
+            match batch {
+                Ok(batch) => self.batch = batch.into_iter(),
+                Err(_) => {
+                    self.stop();
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Stops the thread and waits for it.
+    fn stop(&mut self) {
+        self.rx = None;
+        self.batch = Vec::new().into_iter();
+        if let Some(thread) = self.thread.take() {
+            // A panic there (none is expected) only means the scan decodes on its own.
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The decoding thread of [`Ahead`]: valid frames from `offset`, in batches, until the end of
+/// the window's file, a frame that does not decode, or the receiver is gone.
+fn decode_ahead(
+    mut window: Window,
+    mut offset: u64,
+    limits: FrameLimits,
+    tx: mpsc::SyncSender<Vec<Decoded>>,
+) {
+    let mut batch = Vec::new();
+    let mut bytes = 0usize;
+    let batch_bytes = AHEAD_BATCH_BYTES.load(Ordering::Relaxed);
+    while offset < window.file_len {
+        let Ok(Ok((header, payload))) = window.frame_at(offset, &limits) else {
+            break;
+        };
+        let at = offset;
+        offset += header.frame_len();
+        bytes += payload.len();
+        batch.push((at, header, payload));
+        if bytes >= batch_bytes {
+            if tx.send(std::mem::take(&mut batch)).is_err() {
+                return;
+            }
+            bytes = 0;
+        }
+    }
+    let _ = tx.send(batch);
+}
+
 /// Scans `numbers` (ascending, contiguous segment numbers) from `from`, calling `visit` for
 /// each valid frame of a whole operation, in log order. Does not modify anything: the caller
 /// truncates a torn tail.
@@ -207,15 +359,16 @@ pub fn scan(
                 None
             };
         }
+        let mut ahead = Ahead::start(window.file.clone(), window.file_len, offset, *limits);
         while offset < window.file_len {
-            let decoded =
-                window
-                    .frame_at(offset, limits)
-                    .map_err(io_err)?
-                    .and_then(|(header, payload)| {
-                        segments.check_flags(number, &header)?;
-                        Ok((header, payload))
-                    });
+            let decoded = match ahead.as_mut().and_then(|a| a.take(offset)) {
+                Some(frame) => Ok(frame),
+                None => window.frame_at(offset, limits).map_err(io_err)?,
+            }
+            .and_then(|(header, payload)| {
+                segments.check_flags(number, &header)?;
+                Ok((header, payload))
+            });
             let position = LogPosition {
                 segment: number,
                 offset,

@@ -20,6 +20,7 @@ mod projection_fixtures;
 mod projection_store;
 mod projection_vectors;
 mod recovery;
+mod recovery_ahead;
 mod retention;
 mod session_derive;
 mod session_envelope;

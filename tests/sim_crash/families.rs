@@ -69,6 +69,10 @@ pub(crate) fn scenario_count(default: u64) -> u64 {
 /// Runs a family's scenarios on two threads. A failing scenario does not stop the run: every
 /// failure is listed at the end (long runs count them).
 pub(crate) fn run_family(name: &'static str, family: Family, salt: u64, default: u64) {
+    // Every scan decodes its frames ahead on a second thread, however small the segment (the
+    // default does so from 256 KiB, more than these segments hold): the path a large store's
+    // reopen takes, under every crash and bit flip.
+    sessionlog::log::scan::decode_ahead_from(0);
     if let Some(seed) = std::env::var("SESSIONLOG_SIM_SEED")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
