@@ -131,7 +131,9 @@ pub enum Damage {
     #[error(transparent)]
     Registry(crate::store::RegistryError),
     /// A record kind that the segment's format version does not have.
-    #[error("a {record} record in a version-{version} segment (only version 3 and later have it)")]
+    #[error(
+        "a {record} record in a version-{version} segment, whose format does not have it (Verbatim records: version 3 and later; lean event records: version 7 and later)"
+    )]
     RecordNotInVersion {
         /// The record kind.
         record: &'static str,

@@ -142,11 +142,11 @@ fn main() -> R<()> {
         per(other)
     );
     println!(
-        "  payload raw {:.1} (records {}: type+data strings {:.1}, record envelopes {:.1}); compression ratio {:.2}",
+        "  payload raw {:.1} (records {}: type+data strings {:.1}, record envelopes {:.1}, negative when type codes stand for the type strings); compression ratio {:.2}",
         per(b.raw),
         b.records,
         per(b.strings),
-        per(b.raw - b.strings),
+        (b.raw as f64 - b.strings as f64) / n as f64,
         b.raw as f64 / b.stored.max(1) as f64
     );
     Ok(())

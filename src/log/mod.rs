@@ -4,6 +4,7 @@
 //! appends of all sessions durable. See `format-spec.md` for the bytes.
 
 pub mod dictionary;
+pub mod envelope;
 pub mod frame;
 pub(crate) mod peek;
 pub mod record;

@@ -16,10 +16,15 @@ use crate::event::{Layout, Seq, SurfaceOp};
 pub(crate) struct EventHead {
     /// The store-internal session number.
     pub(crate) session: u64,
-    /// The event's seq.
+    /// The event's seq (0 when `next`).
     pub(crate) seq: Seq,
-    /// The event's `time`.
+    /// The event's `time` (when `next`: the delta from its session's previous event).
     pub(crate) time: i64,
+    /// An `EventNext` record (format-spec.md §4.2): its seq and time follow from its
+    /// session's previous event record in the frame ([`super::record::FrameContext`]).
+    pub(crate) next: bool,
+    /// A lean event record (tags 5 and 6, segment versions 7 and 8).
+    pub(crate) lean: bool,
     /// Bytes of the event's `data`.
     pub(crate) data_len: usize,
     /// The record's length in bytes.
@@ -106,6 +111,9 @@ fn is_utf8(bytes: &[u8]) -> bool {
 /// front is another kind of record or cannot be read this way (decode it in full then).
 pub(crate) fn peek_event(bytes: &[u8], utf8: Utf8) -> Option<EventHead> {
     let (&variant, rest) = bytes.split_first()?;
+    if super::record::Record::is_lean(bytes) {
+        return peek_lean(bytes, utf8);
+    }
     if variant != EVENT_VARIANT {
         return None;
     }
@@ -119,6 +127,32 @@ pub(crate) fn peek_event(bytes: &[u8], utf8: Utf8) -> Option<EventHead> {
         time: fields.time,
         data_len: fields.data.0.len(),
         len: bytes.len() - after.len(),
+        next: false,
+        lean: false,
+    })
+}
+
+/// [`peek_event`] of a lean event record (tag 5 or 6).
+fn peek_lean(bytes: &[u8], utf8: Utf8) -> Option<EventHead> {
+    use super::envelope::{Reader, read_head, read_tail};
+    let mut r = Reader::new(bytes);
+    let head = read_head(&mut r).ok()?;
+    if utf8 == Utf8::Check
+        && (std::str::from_utf8(head.kind).is_err() || std::str::from_utf8(head.data).is_err())
+    {
+        return None;
+    }
+    // The source seqs are deltas from the event's own seq: their sum is not checked here
+    // for a tag-6 record (its seq is not known yet); a full decode checks it.
+    read_tail(&mut r, head.shape, head.seq.unwrap_or(0), false).ok()?;
+    Some(EventHead {
+        session: head.session,
+        seq: head.seq.unwrap_or(0),
+        time: head.time,
+        data_len: head.data.len(),
+        len: r.position(),
+        next: head.seq.is_none(),
+        lean: true,
     })
 }
 

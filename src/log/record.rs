@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::DecodeError;
 use crate::event::{Event, Layout, Seq, SessionHeader, SurfaceOp};
+use crate::log::peek::EventHead;
 
 /// One entry of the log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,18 +151,91 @@ impl From<EventRecord> for Event {
     }
 }
 
+/// What decoding a frame payload's records one after another knows of the records before:
+/// each session's last event (seq and time), which an `EventNext` record (tag 6,
+/// format-spec.md §4.2) continues. A payload decodes alone from its first byte with a fresh
+/// context.
+#[derive(Debug, Clone, Default)]
+pub struct FrameContext {
+    last: Vec<(u64, Seq, i64)>,
+}
+
+impl FrameContext {
+    /// A context knowing nothing (the start of a frame payload).
+    pub fn new() -> Self {
+        FrameContext::default()
+    }
+
+    /// A context knowing only that session `session`'s last event was `seq` at `time` (a
+    /// reader resuming a walk of one session's records).
+    pub fn with(session: u64, seq: Seq, time: i64) -> Self {
+        FrameContext {
+            last: vec![(session, seq, time)],
+        }
+    }
+
+    /// The seq and time of session `session`'s last event so far.
+    pub fn last(&self, session: u64) -> Option<(Seq, i64)> {
+        self.last
+            .iter()
+            .rev()
+            .find(|l| l.0 == session)
+            .map(|l| (l.1, l.2))
+    }
+
+    /// Notes event `seq` at `time` of session `session` as its last.
+    pub fn note(&mut self, session: u64, seq: Seq, time: i64) {
+        match self.last.iter().rposition(|l| l.0 == session) {
+            Some(i) => self.last[i] = (session, seq, time),
+            None => self.last.push((session, seq, time)),
+        }
+    }
+
+    /// The seq and time of the event record `head` read (its own for a record that carries
+    /// them, else its session's last plus one and plus the delta); notes nothing.
+    pub(crate) fn resolved(&self, head: &EventHead) -> Result<(Seq, i64), DecodeError> {
+        if !head.next {
+            return Ok((head.seq, head.time));
+        }
+        let (seq, time) = self.last(head.session).ok_or_else(|| DecodeError::Field {
+            field: "tag",
+            detail: format!(
+                "an EventNext record of session number {} with no earlier event record of that session in the frame",
+                head.session
+            ),
+        })?;
+        match (seq.checked_add(1), time.checked_add(head.time)) {
+            (Some(s), Some(t)) => Ok((s, t)),
+            _ => Err(DecodeError::Field {
+                field: "time",
+                detail: "the delta overflows".into(),
+            }),
+        }
+    }
+}
+
 impl Record {
-    /// Appends the record's encoding to `out`.
+    /// Appends the record's encoding to `out` (postcard's; an `Event` as tag 1, the
+    /// encoding of segment versions 1-6).
     pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), DecodeError> {
         let bytes = postcard::to_allocvec(self).map_err(DecodeError::Record)?;
         out.extend_from_slice(&bytes);
         Ok(())
     }
 
-    /// The encoding of `Record::Event { session, event }`, without copying the event first:
-    /// the same bytes as [`Record::encode_into`] on the owned record.
+    /// The encoding of `Record::Event { session, event }` as an `EventStart` record (tag 5,
+    /// format-spec.md §4.2), which the committer may turn into an `EventNext` record when it
+    /// follows its session's previous event in a frame.
     pub fn encode_event(session: u64, event: &Event) -> Result<Vec<u8>, DecodeError> {
         // Sized for the strings plus the varints around them, so the buffer never regrows.
+        let mut out = Vec::with_capacity(event.data.len() + event.kind.len() + 48);
+        super::envelope::encode_start(&mut out, session, event);
+        Ok(out)
+    }
+
+    /// The postcard encoding of `Record::Event { session, event }` (tag 1), as segment
+    /// versions 1-6 hold it: the same bytes as [`Record::encode_into`] on the owned record.
+    pub fn encode_event_v1(session: u64, event: &Event) -> Result<Vec<u8>, DecodeError> {
         let capacity = event.data.len() + event.kind.len() + 64;
         postcard::to_extend(
             &EventRecordRef { session, event },
@@ -170,18 +244,49 @@ impl Record {
         .map_err(DecodeError::Record)
     }
 
-    /// Decodes one record from the front of `bytes`, returning it and the rest.
+    /// True when the record at the front of `bytes` is a lean event record (tags 5 and 6,
+    /// segment versions 7 and 8).
+    pub fn is_lean(bytes: &[u8]) -> bool {
+        matches!(
+            bytes.first(),
+            Some(&super::envelope::TAG_START | &super::envelope::TAG_NEXT)
+        )
+    }
+
+    /// Decodes one record from the front of `bytes`, returning it and the rest. An
+    /// `EventNext` record needs the records before it: decoded alone, it is an error (see
+    /// [`Record::decode_in`]).
     pub fn decode(bytes: &[u8]) -> Result<(Record, &[u8]), DecodeError> {
-        postcard::take_from_bytes(bytes).map_err(DecodeError::Record)
+        Record::decode_in(bytes, &mut FrameContext::new())
+    }
+
+    /// Decodes one record from the front of `bytes`, the records of its frame payload before
+    /// it being known to `context` (which learns this one), returning it and the rest.
+    pub fn decode_in<'a>(
+        bytes: &'a [u8],
+        context: &mut FrameContext,
+    ) -> Result<(Record, &'a [u8]), DecodeError> {
+        if Record::is_lean(bytes) {
+            let (session, event, len) =
+                super::envelope::decode(bytes, |session| context.last(session))?;
+            context.note(session, event.seq, event.time);
+            return Ok((Record::Event { session, event }, &bytes[len..]));
+        }
+        let (record, rest) = postcard::take_from_bytes(bytes).map_err(DecodeError::Record)?;
+        if let Record::Event { session, event } = &record {
+            context.note(*session, event.seq, event.time);
+        }
+        Ok((record, rest))
     }
 
     /// Decodes every record of a frame payload, with each record's byte offset in the payload.
     pub fn decode_all(mut bytes: &[u8]) -> Result<Vec<(u32, Record)>, DecodeError> {
         let total = bytes.len();
         let mut out = Vec::new();
+        let mut context = FrameContext::new();
         while !bytes.is_empty() {
             let offset = (total - bytes.len()) as u32;
-            let (record, rest) = Record::decode(bytes)?;
+            let (record, rest) = Record::decode_in(bytes, &mut context)?;
             out.push((offset, record));
             bytes = rest;
         }
@@ -216,7 +321,7 @@ mod tests {
             }
             .encode_into(&mut owned)
             .unwrap();
-            assert_eq!(Record::encode_event(42, &event).unwrap(), owned);
+            assert_eq!(Record::encode_event_v1(42, &event).unwrap(), owned);
         }
     }
 }

@@ -19,27 +19,39 @@ use std::path::{Path, PathBuf};
 
 use crate::error::DecodeError;
 
-/// The on-disk format version this build writes: version 3 plus frames compressed with the
-/// built-in dictionary ([`super::frame::FLAG_DICTIONARY`], format-spec.md §3.2).
-pub const FORMAT_VERSION: u32 = 5;
-/// The format version of a segment a GC compacted (format-spec.md §11): version 5 without
+/// The on-disk format version this build writes: version 5 plus lean event records
+/// (`EventStart` and `EventNext`, tags 5 and 6, format-spec.md §4.2).
+pub const FORMAT_VERSION: u32 = 7;
+/// The format version of a segment a GC compacted (format-spec.md §11): version 7 without
 /// the records of purged sessions the GC dropped. This build writes it only for compacted
 /// copies of sealed segments; the active segment is always [`FORMAT_VERSION`].
-pub const COMPACTED_VERSION: u32 = 6;
+pub const COMPACTED_VERSION: u32 = 8;
+/// The format version of a segment an older build's GC compacted, its frames compressed
+/// with the built-in dictionary: version 5 without the records of purged sessions (read,
+/// never written).
+pub const COMPACTED_V5_VERSION: u32 = 6;
 /// The format version of a segment an older build's GC compacted: version 3 without the
 /// records of purged sessions (read, never written).
 pub const COMPACTED_V3_VERSION: u32 = 4;
 /// The newest segment format version this build reads.
 pub const NEWEST_READ_VERSION: u32 = COMPACTED_VERSION;
 
-/// True when a segment of `version` is a GC's compacted copy (versions 4 and 6).
+/// True when a segment of `version` is a GC's compacted copy (versions 4, 6 and 8).
 pub fn is_compacted(version: u32) -> bool {
-    version == COMPACTED_VERSION || version == COMPACTED_V3_VERSION
+    version == COMPACTED_VERSION
+        || version == COMPACTED_V5_VERSION
+        || version == COMPACTED_V3_VERSION
 }
 
 /// True when frames of a segment of `version` may carry
-/// [`super::frame::FLAG_DICTIONARY`] (versions 5 and 6).
+/// [`super::frame::FLAG_DICTIONARY`] (versions 5 to 8).
 pub fn allows_dictionary(version: u32) -> bool {
+    version >= 5
+}
+
+/// True when a segment of `version` may hold lean event records (tags 5 and 6: versions 7
+/// and 8).
+pub fn allows_lean_events(version: u32) -> bool {
     version >= FORMAT_VERSION
 }
 /// The oldest segment format version this build reads. Version 1 differs from 2 only in that
@@ -194,9 +206,15 @@ mod tests {
             check_header(&with_version(6), 7),
             HeaderCheck::Valid { version: 6 }
         );
+        for v in [7, 8] {
+            assert_eq!(
+                check_header(&with_version(v), 7),
+                HeaderCheck::Valid { version: v }
+            );
+        }
         assert_eq!(
-            check_header(&with_version(7), 7),
-            HeaderCheck::OtherVersion(7)
+            check_header(&with_version(9), 7),
+            HeaderCheck::OtherVersion(9)
         );
         assert_eq!(
             check_header(&with_version(0), 7),

@@ -63,6 +63,9 @@ struct Staged {
     /// The end offset of every staged operation (one [`Committer::stage`] call): a frame that
     /// ends anywhere else is marked continued.
     op_ends: Vec<usize>,
+    /// Where [`Staged::plan`] will cut, and each session's last event in the current frame
+    /// (a session's later events in a frame are staged as `EventNext` records).
+    chains: crate::log::envelope::Chains,
 }
 
 /// One frame of a leader's batch: `raw[start..end]`, continued when an operation spans the cut.
@@ -101,6 +104,7 @@ impl Staged {
         self.ops.clear();
         self.record_ends.clear();
         self.op_ends.clear();
+        self.chains.clear();
     }
 
     /// Cuts the staged records into frames of at most `frame_bytes` payload bytes (a larger
@@ -111,7 +115,7 @@ impl Staged {
         let mut end = 0usize;
         let mut continuation = false;
         for &record_end in &self.record_ends {
-            if end > start && record_end - start > frame_bytes {
+            if crate::log::envelope::cuts_before(start, end, record_end, frame_bytes) {
                 let continued = self.op_ends.binary_search(&end).is_err();
                 frames.push(FramePlan {
                     start,
@@ -406,7 +410,9 @@ impl Committer {
         }
         for (bytes, event) in stage.records {
             let record_offset = st.staged.raw.len();
-            st.staged.raw.extend_from_slice(&bytes);
+            let head = event.as_ref().map(|(n, e)| (*n, e.seq, e.time));
+            let staged = &mut st.staged;
+            (staged.chains).push(&mut staged.raw, &bytes, head, self.config.frame_bytes);
             let end = st.staged.raw.len();
             st.staged.record_ends.push(end);
             if let Some((session, event)) = event {

@@ -573,6 +573,12 @@ impl Store {
             } else if kept.is_empty() {
                 0
             } else {
+                // Drops are whole sessions', so every kept `EventNext` record keeps the
+                // earlier record of its session it continues; checked, as a copy must decode
+                // alone.
+                if let Err(e) = Record::decode_all(&kept) {
+                    return damaged(format!("its kept records do not decode alone: {e}"));
+                }
                 let flags = header.flags & (FLAG_CONTINUED | FLAG_CONTINUATION);
                 let encoded = encoder.encode(&kept, self.config.compress_threshold, flags);
                 let l = encoded.len() as u64;

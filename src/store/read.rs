@@ -7,7 +7,7 @@ use crate::index::{Location, NO_NODE, Run};
 use crate::log::Segments;
 use crate::log::frame::FrameLimits;
 use crate::log::peek::{Utf8, peek_event};
-use crate::log::record::Record;
+use crate::log::record::{FrameContext, Record};
 use crate::session::derive::DerivedMessage;
 use crate::session::{EventLookup, InvariantMode, LookupError, SessionState};
 use std::collections::HashMap;
@@ -165,13 +165,14 @@ impl Store {
         let position = loc.position();
         let payload = cache.get(&self.segments, loc, &self.limits)?;
         let corrupt = |detail: String| ReadError::Corruption { position, detail };
-        let mut at = match cache.cursor {
-            Some((key, session, last, end))
+        // The session's last event walked past (what an `EventNext` record continues).
+        let (mut at, mut context) = match cache.cursor {
+            Some((key, session, last, time, end))
                 if key == frame_key(&loc) && session == number && last < seq =>
             {
-                end
+                (end, FrameContext::with(number, last, time))
             }
-            _ => loc.record_offset as usize,
+            _ => (loc.record_offset as usize, FrameContext::new()),
         };
         loop {
             let bytes = payload.get(at..).ok_or_else(|| {
@@ -188,20 +189,28 @@ impl Store {
             }
             // Records before the wanted one are stepped over by their headers (no copy, no
             // UTF-8 check); the wanted one, and any record the peek cannot read, in full.
-            if let Some(head) = peek_event(bytes, Utf8::Skip)
-                && (head.session != number || head.seq < seq)
-            {
-                at += head.len;
-                continue;
+            if let Some(head) = peek_event(bytes, Utf8::Skip) {
+                if head.session != number {
+                    at += head.len;
+                    continue;
+                }
+                let (s, time) = context
+                    .resolved(&head)
+                    .map_err(|e| corrupt(format!("record offset {at}: {e}")))?;
+                if s < seq {
+                    context.note(number, s, time);
+                    at += head.len;
+                    continue;
+                }
             }
-            let (record, rest) =
-                Record::decode(bytes).map_err(|e| corrupt(format!("record offset {at}: {e}")))?;
+            let (record, rest) = Record::decode_in(bytes, &mut context)
+                .map_err(|e| corrupt(format!("record offset {at}: {e}")))?;
             let next = payload.len() - rest.len();
             if let Record::Event { session, event } = record
                 && session == number
             {
                 if event.seq == seq {
-                    cache.cursor = Some((frame_key(&loc), number, seq, next));
+                    cache.cursor = Some((frame_key(&loc), number, seq, event.time, next));
                     return Ok(Event::from(event));
                 }
                 if event.seq > seq {
@@ -542,9 +551,10 @@ pub(crate) struct FrameCache {
     generation: u64,
     /// (segment, frame offset) and payload, most recently used last.
     frames: Vec<(FrameKey, Arc<Vec<u8>>)>,
-    /// The last event read: (its frame, session number, seq, offset just past its record),
+    /// The last event read: (its frame, session number, seq, time, offset just past its
+    /// record),
     /// so reading the session's next seq from that frame continues the walk from there.
-    cursor: Option<(FrameKey, u64, Seq, usize)>,
+    cursor: Option<(FrameKey, u64, Seq, i64, usize)>,
     /// The index runs last looked up (a frame's records never move but in a GC, which moves
     /// `generation` and empties the cache).
     runs: Option<RunBatch>,

@@ -10,7 +10,7 @@ use crate::index::{Index, IndexBatch, Location, Watermark};
 use crate::log::Segments;
 use crate::log::frame::FrameLimits;
 use crate::log::peek::{Utf8, peek_event};
-use crate::log::record::Record;
+use crate::log::record::{FrameContext, Record};
 use crate::log::scan::{self, BadFrame, RecoveryMode, ScanReport, ScannedFrame};
 use crate::log::segment::{self, HeaderCheck, SEGMENT_HEADER_LEN};
 
@@ -366,11 +366,27 @@ impl Tail {
             .is_some_and(|c| c <= frame.position.segment);
         let payload = &frame.payload[..];
         let mut at = 0usize;
+        let mut context = FrameContext::new();
+        let damage = |reason| OpenError::Corruption {
+            position: frame.position,
+            reason,
+        };
         while let Some(bytes) = payload.get(at..).filter(|b| !b.is_empty()) {
             let record_offset = at as u32;
+            if Record::is_lean(bytes) && !segment::allows_lean_events(version) {
+                return Err(damage(Damage::RecordNotInVersion {
+                    record: "lean event",
+                    version,
+                }));
+            }
             // An event record (nearly all of them) is read by its header: no copy of its
             // strings (their UTF-8 is still checked, as a full decode would).
             if let Some(head) = peek_event(bytes, Utf8::Check) {
+                let (seq, time) = context
+                    .resolved(&head)
+                    .map_err(Damage::Records)
+                    .map_err(damage)?;
+                context.note(head.session, seq, time);
                 at += head.len;
                 if compacted && self.registry.get(head.session).is_none() {
                     continue;
@@ -381,15 +397,12 @@ impl Tail {
                     frame_len: frame.frame_len,
                     record_offset,
                 };
-                let (session, seq, time, data_len) =
-                    (head.session, head.seq, head.time, head.data_len);
+                let (session, data_len) = (head.session, head.data_len);
                 self.event(session, seq, time, data_len, loc, report)?;
                 continue;
             }
-            let (record, rest) = Record::decode(bytes).map_err(|e| OpenError::Corruption {
-                position: frame.position,
-                reason: Damage::Records(e),
-            })?;
+            let (record, rest) =
+                Record::decode_in(bytes, &mut context).map_err(|e| damage(Damage::Records(e)))?;
             at = payload.len() - rest.len();
             if compacted && super::gc::collected(&self.registry, &record) {
                 continue;

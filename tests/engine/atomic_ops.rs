@@ -9,7 +9,7 @@ use crate::common::{read_all, synthetic_event};
 use sessionlog::error::{AppendError, Damage, OpenError};
 use sessionlog::event::{Event, SessionHeader};
 use sessionlog::log::frame::{
-    FLAG_CONTINUATION, FLAG_CONTINUED, FLAG_DICTIONARY, FLAG_ZSTD, FRAME_HEADER_LEN,
+    FLAG_CONTINUATION, FLAG_CONTINUED, FLAG_DICTIONARY, FLAG_ZSTD, FRAME_HEADER_LEN, FrameLimits,
 };
 use sessionlog::log::scan::RecoveryMode;
 use sessionlog::log::segment::SEGMENT_HEADER_LEN;
@@ -399,6 +399,32 @@ fn a_record_larger_than_a_frame_is_refused_before_anything_is_written() {
     store.append("a", sized_event(1, 10)).unwrap();
 }
 
+/// Rewrites a segment as a build before lean records (segment version 7) wrote it: every
+/// event as postcard's tag-1 `Event` record, frames compressed without the dictionary, the
+/// header at `version`; deletes the index (the frames moved), so the next open rebuilds it.
+fn rewrite_as_version(path: &Path, version: u32) {
+    use sessionlog::log::record::Record;
+    let bytes = std::fs::read(path).unwrap();
+    let mut out = bytes[..SEGMENT_HEADER_LEN as usize].to_vec();
+    let mut at = SEGMENT_HEADER_LEN as usize;
+    let mut encoder = sessionlog::log::frame::Encoder::without_dictionary(1);
+    while at < bytes.len() {
+        let (header, payload) =
+            sessionlog::log::frame::decode(&bytes[at..], &FrameLimits::default()).unwrap();
+        let mut raw = Vec::new();
+        for (_, record) in Record::decode_all(&payload).unwrap() {
+            record.encode_into(&mut raw).unwrap();
+        }
+        let flags = header.flags & (FLAG_CONTINUED | FLAG_CONTINUATION);
+        out.extend(encoder.encode(&raw, 64, flags));
+        at += header.frame_len() as usize;
+    }
+    std::fs::write(path, out).unwrap();
+    set_segment_version(path, version);
+    let index = path.parent().unwrap().parent().unwrap().join("index.redb");
+    let _ = std::fs::remove_file(index);
+}
+
 /// Rewrites a segment header's format version (and its CRC).
 fn set_segment_version(path: &Path, version: u32) {
     let mut bytes = std::fs::read(path).unwrap();
@@ -417,8 +443,7 @@ fn version_1_segments_are_read_and_never_appended_to() {
         store.append("a", sized_event(s, 50)).unwrap();
     }
     store.close().unwrap();
-    set_segment_version(&segment_path(dir.path(), 1), 1);
-    std::fs::remove_file(dir.path().join("index.redb")).unwrap();
+    rewrite_as_version(&segment_path(dir.path(), 1), 1);
     let store = Store::open(dir.path(), small_frames()).unwrap();
     assert_eq!(store.len("a"), Some(3));
     store.append("a", sized_event(3, 50)).unwrap();
@@ -442,7 +467,7 @@ fn version_2_segments_are_read_rolled_over_and_a_verbatim_record_in_one_is_damag
         store.append("a", sized_event(s, 50)).unwrap();
     }
     store.close().unwrap();
-    set_segment_version(&segment_path(dir.path(), 1), 2);
+    rewrite_as_version(&segment_path(dir.path(), 1), 2);
     let store = Store::open(dir.path(), small_frames()).unwrap();
     assert_eq!(read_all(&store, "a").len(), 3);
     store
@@ -529,20 +554,20 @@ fn a_dictionary_frame_in_a_version_3_segment_is_damage_and_version_3_rolls_over(
         other => panic!("expected corruption, got {other}"),
     }
     // A genuine version-3 segment (no dictionary frames) is read, and the next write goes
-    // to a new version-5 segment.
+    // to a new segment of the current version.
     let old = tempfile::tempdir().unwrap();
     let plain = || small_frames();
     let store = Store::open(old.path(), plain()).unwrap();
     store.create_session(SessionHeader::new("a", 1)).unwrap();
     store.append("a", sized_event(0, 200)).unwrap();
     store.close().unwrap();
-    set_segment_version(&segment_path(old.path(), 1), 3);
+    rewrite_as_version(&segment_path(old.path(), 1), 3);
     let store = Store::open(old.path(), config()).unwrap();
     store.append("a", sized_event(1, 200)).unwrap();
     store.close().unwrap();
     assert_eq!(segment_numbers(old.path()), vec![1, 2]);
     let head = std::fs::read(segment_path(old.path(), 2)).unwrap();
-    assert_eq!(u32::from_le_bytes(head[8..12].try_into().unwrap()), 5);
+    assert_eq!(u32::from_le_bytes(head[8..12].try_into().unwrap()), 7);
     assert!(
         frames(old.path())
             .iter()

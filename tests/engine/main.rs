@@ -13,6 +13,7 @@ mod erase;
 mod erase_crash;
 mod gc;
 mod json;
+mod lean_records;
 mod live_readers;
 mod pipeline;
 mod projection_checkpoint;

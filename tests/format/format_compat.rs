@@ -3,7 +3,8 @@
 //! `tests/data/store-s3-i4/`, and compacted segments (version 4, the GC's) beside version 3
 //! ones with the live-reader position file `ACKED` under `tests/data/store-s4-i4/`, and the
 //! same at segments 5 / 6, its frames compressed with the built-in dictionary, under
-//! `tests/data/store-s6-i4/`) is checked in and must open, read and verify the same in every
+//! `tests/data/store-s6-i4/`, and at segments 7 / 8, its events lean records, under
+//! `tests/data/store-s8-i4/`) is checked in and must open, read and verify the same in every
 //! later version (redb's backward-compatibility test is the model). Its expected content is
 //! checked in beside it (`expected.txt`, one line per session), so a change that reads old
 //! bytes differently fails here.
@@ -19,7 +20,13 @@ use sessionlog::session::InvariantMode;
 use sessionlog::store::{Config, Durability, GcOptions, Store};
 
 /// Every checked-in fixture, oldest first; the last is the current format version's.
-const FIXTURES: [&str; 4] = ["store-s2-i3", "store-s3-i4", "store-s4-i4", "store-s6-i4"];
+const FIXTURES: [&str; 5] = [
+    "store-s2-i3",
+    "store-s3-i4",
+    "store-s4-i4",
+    "store-s6-i4",
+    "store-s8-i4",
+];
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -112,7 +119,7 @@ fn letters(seed: u64, n: usize) -> String {
 }
 
 #[test]
-#[ignore = "writes tests/data/store-s6-i4; run with SESSIONLOG_WRITE_STORE_FIXTURE=1"]
+#[ignore = "writes tests/data/store-s8-i4; run with SESSIONLOG_WRITE_STORE_FIXTURE=1"]
 fn write_store_fixture() {
     let dir = fixture(FIXTURES[FIXTURES.len() - 1]);
     if std::env::var_os("SESSIONLOG_WRITE_STORE_FIXTURE").is_none() {
@@ -284,6 +291,52 @@ fn each_fixture_holds_the_segment_versions_it_stands_for() {
     for old in ["store-s2-i3", "store-s3-i4", "store-s4-i4"] {
         assert!(frame_flags(old).iter().all(|f| f & dictionary == 0));
     }
+    let s8 = segment_versions("store-s8-i4");
+    assert!(s8.contains(&8), "compacted segments: {s8:?}");
+    assert!(s8.contains(&7), "and a segment the GC left alone: {s8:?}");
+    assert!(!s8.contains(&5) && !s8.contains(&6), "{s8:?}");
+    assert!(fixture("store-s8-i4").join("ACKED").exists());
+    // Its events are lean records, EventNext ones among them (also in compacted segments),
+    // and the older fixtures hold none.
+    let tags = event_tags("store-s8-i4");
+    assert!(tags.contains(&(7, 5)) && tags.contains(&(7, 6)), "{tags:?}");
+    assert!(tags.contains(&(8, 6)), "{tags:?}");
+    assert!(tags.iter().all(|&(_, t)| t != 1), "{tags:?}");
+    for old in ["store-s2-i3", "store-s3-i4", "store-s4-i4", "store-s6-i4"] {
+        assert!(event_tags(old).iter().all(|&(_, t)| t == 1), "{old}");
+    }
+}
+
+/// (segment version, record tag) of every event record in fixture `name`'s segments.
+fn event_tags(name: &str) -> Vec<(u32, u8)> {
+    use sessionlog::log::frame::{self, FrameLimits};
+    use sessionlog::log::record::{FrameContext, Record};
+    let mut out = Vec::new();
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(fixture(name).join("segments"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    paths.sort();
+    for p in paths {
+        let bytes = std::fs::read(&p).unwrap();
+        let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+        let mut at = 32;
+        while at < bytes.len() {
+            let (header, payload) = frame::decode(&bytes[at..], &FrameLimits::default()).unwrap();
+            let mut context = FrameContext::new();
+            let mut rest = &payload[..];
+            while !rest.is_empty() {
+                let tag = rest[0];
+                let (record, after) = Record::decode_in(rest, &mut context).unwrap();
+                if matches!(record, Record::Event { .. }) {
+                    out.push((version, tag));
+                }
+                rest = after;
+            }
+            at += header.frame_len() as usize;
+        }
+    }
+    out
 }
 
 /// The flags byte of every frame in fixture `name`'s segments.

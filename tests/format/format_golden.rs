@@ -188,3 +188,62 @@ fn session_row_and_state_checkpoint() {
 
 const ROW_GOLDEN: &str = "07000000000000000a00000000000000d204000000000000fbffffffffffffff020000000000000003000000000000000a000000000000000100000000000000090000000000000004000000000000000100000000000000020000000100000000017280d0eab6b73301022f77010170010301087375626167656e74010201016101016f01016b035b315d";
 const STATE_GOLDEN: &str = "0a0201060000010901046e756c6c046e756c6c01046e756c6c046e756c6c0301020422633322042263382201046e756c6c046e756c6c01046e756c6c046e756c6c000109fea0d5edee66010900010131013100000005";
+
+#[test]
+fn lean_event_records_with_every_field() {
+    // format-spec §4.2: an EventStart record with every optional field, then an EventNext
+    // record of the same session with a type the code table does not list.
+    let mut e = Event::new("user/message", 7, -3, r#"{"x":1}"#)
+        .with_surface_op(SurfaceOp::Replace { start: 1, end: 4 })
+        .with_sources(vec![2, 3, 300]);
+    e.ignorable = true;
+    e.layout = Layout {
+        key_order: KeyOrder::Custom(vec![
+            EnvelopeKey::Type,
+            EnvelopeKey::Seq,
+            EnvelopeKey::Time,
+            EnvelopeKey::Data,
+            EnvelopeKey::SurfaceOp,
+            EnvelopeKey::SourceEventSeqs,
+            EnvelopeKey::Ignorable,
+        ]),
+        packing: Packing::RowMember,
+        batch_start: true,
+    };
+    // tag 5, session 2, seq 7, time zigzag(-3); shape 0x14f (ignorable, sources, surfaceOp,
+    // batch start, row member, custom order); type code 42; data; sources 2, 3, 300 as
+    // zigzag deltas -5, +1, +297 from seq 7; replace 1..4; the custom order's 7 keys.
+    let start = unhex(
+        "05 02 07 05 cf02 2a 07 7b2278223a317d 03 09 02 d204 01 01 04 07 00 01 02 03 05 04 06",
+    );
+    assert_eq!(
+        hex(&Record::encode_event(2, &e).unwrap()),
+        hex(&start),
+        "the EventStart encoding changed: this is an on-disk format change"
+    );
+    // tag 6, session 2, time delta zigzag(13) = 26; shape 0; type code 0 and the string;
+    // data `{}`: seq 8, time 10.
+    let next = unhex("06 02 1a 00 00 08 6d6f64652f736574 02 7b7d");
+    let payload = [start.clone(), next].concat();
+    let records = Record::decode_all(&payload).unwrap();
+    let events: Vec<(u32, Record)> = records;
+    assert_eq!(
+        events,
+        vec![
+            (
+                0,
+                Record::Event {
+                    session: 2,
+                    event: EventRecord::from(e)
+                }
+            ),
+            (
+                start.len() as u32,
+                Record::Event {
+                    session: 2,
+                    event: EventRecord::from(Event::new("mode/set", 8, 10, "{}"))
+                }
+            ),
+        ]
+    );
+}

@@ -1,4 +1,4 @@
-//! The worked example of format-spec.md §4.1, decoded byte by byte.
+//! The worked examples of format-spec.md (§2, §3, §4.1, §4.3, §11.1), decoded byte by byte.
 
 use sessionlog::event::{Event, KeyOrder, Packing};
 use sessionlog::log::frame::{self, FrameLimits};
@@ -56,7 +56,45 @@ fn the_spec_example_frame_decodes_to_the_documented_event() {
 }
 
 #[test]
-fn the_spec_example_is_what_the_store_writes() {
+fn the_tag_1_example_is_what_a_version_6_writer_wrote() {
+    // The encoding the store used before lean records, still read.
+    let e = Event::new("turn/start", 0, 1_767_225_600_000, r#"{"turn":1}"#);
+    let raw = Record::encode_event_v1(1, &e).unwrap();
+    assert_eq!(frame::encode(&raw, 512, 1), spec_example());
+}
+
+#[test]
+fn the_lean_records_example_decodes_and_is_what_the_store_writes() {
+    let bytes = hexdump_after("### 4.3 Worked example: lean records", 1);
+    assert_eq!(bytes.len(), 63);
+    let (header, payload) = frame::decode(&bytes, &FrameLimits::default()).unwrap();
+    assert_eq!(
+        (header.flags, header.raw_len, header.stored_len),
+        (0, 47, 47)
+    );
+    assert_eq!(header.crc, 0xfbc9_ce30);
+    assert_eq!(payload[0], 5, "EventStart");
+    assert_eq!(payload[22], 6, "EventNext");
+    let records = Record::decode_all(&payload).unwrap();
+    let events: Vec<(u32, u64, Event)> = records
+        .into_iter()
+        .map(|(offset, r)| match r {
+            Record::Event { session, event } => (offset, session, Event::from(event)),
+            other => panic!("expected an event record, got {other:?}"),
+        })
+        .collect();
+    let expected = dictionary_example_events();
+    assert_eq!(
+        events,
+        vec![(0, 1, expected[0].clone()), (22, 1, expected[1].clone())]
+    );
+    // The EventNext record alone does not decode: it continues the record before it.
+    assert!(Record::decode(&payload[22..]).is_err());
+    assert_eq!(
+        sessionlog::log::envelope::TYPE_CODES[43..47],
+        ["turn/start", "turn/end", "step/start", "step/end"]
+    );
+    // What the store writes for this flush group (default configuration).
     let dir = tempfile::tempdir().unwrap();
     let store =
         sessionlog::store::Store::open(dir.path(), sessionlog::store::Config::default()).unwrap();
@@ -64,51 +102,97 @@ fn the_spec_example_is_what_the_store_writes() {
         .create_session(sessionlog::event::SessionHeader::new("s1", 1))
         .unwrap();
     store
-        .append(
-            "s1",
-            Event::new("turn/start", 0, 1_767_225_600_000, r#"{"turn":1}"#),
-        )
+        .append_batch("s1", dictionary_example_events())
         .unwrap();
     drop(store);
     let seg = std::fs::read(dir.path().join("segments/00000000000000000001.seg")).unwrap();
     assert_eq!(&seg[0..8], b"SLOGSEG\0");
-    assert_eq!(&seg[8..12], &5u32.to_le_bytes());
-    let example = spec_example();
+    assert_eq!(&seg[8..12], &7u32.to_le_bytes());
     assert!(
-        seg.ends_with(&example),
-        "the last frame on disk is the spec example"
+        seg.ends_with(&bytes),
+        "the last frame on disk is the spec example; it is {:02x?}",
+        &seg[seg.len() - bytes.len()..]
     );
+}
+
+#[test]
+fn the_spec_type_code_table_is_the_one_the_build_uses() {
+    let spec = include_str!("../../format-spec.md");
+    let section = spec
+        .split("### 4.2 Lean event records")
+        .nth(1)
+        .expect("section 4.2");
+    let table = section
+        .split_once("The type codes")
+        .expect("the code table")
+        .1
+        .split_once("A writer may always")
+        .expect("the end of the code table")
+        .0;
+    let mut codes: Vec<(usize, String)> = Vec::new();
+    for line in table
+        .lines()
+        .filter(|l| l.starts_with("| ") && l.contains('`'))
+    {
+        let cells: Vec<&str> = line.split('|').map(str::trim).skip(1).collect();
+        for pair in cells.chunks(2) {
+            if let [code, name] = pair
+                && let Ok(code) = code.parse::<usize>()
+                && name.starts_with('`')
+            {
+                codes.push((code, name.trim_matches('`').to_owned()));
+            }
+        }
+    }
+    codes.sort();
+    let listed: Vec<String> = codes.iter().map(|(_, n)| n.clone()).collect();
+    assert_eq!(
+        codes.iter().map(|(c, _)| *c).collect::<Vec<_>>(),
+        (1..=48).collect::<Vec<_>>()
+    );
+    assert_eq!(listed, sessionlog::log::envelope::TYPE_CODES);
 }
 
 #[test]
 fn the_spec_segment_header_example_is_what_the_store_writes() {
     use sessionlog::log::segment::{self, HeaderCheck};
-    let bytes = hexdump_after("Example: the header of segment 1 at format version 5", 1);
+    let bytes = hexdump_after("Example: the header of segment 1 at format version 7", 1);
     assert_eq!(bytes.len(), 32);
     assert_eq!(
         segment::check_header(&bytes, 1),
-        HeaderCheck::Valid { version: 5 }
+        HeaderCheck::Valid { version: 7 }
     );
     assert_eq!(segment::encode_header(1).to_vec(), bytes);
 }
 
 #[test]
 fn the_spec_compacted_segment_header_example_is_what_a_gc_writes() {
-    use sessionlog::log::segment::{self, COMPACTED_V3_VERSION, COMPACTED_VERSION, HeaderCheck};
+    use sessionlog::log::segment::{
+        self, COMPACTED_V3_VERSION, COMPACTED_V5_VERSION, COMPACTED_VERSION, HeaderCheck,
+    };
     let bytes = hexdump_after(
-        "Example: the header of compacted segment 1 at format version 6",
+        "Example: the header of compacted segment 1 at format version 8",
         1,
     );
     assert_eq!(bytes.len(), 32);
     assert_eq!(
         segment::check_header(&bytes, 1),
-        HeaderCheck::Valid { version: 6 }
+        HeaderCheck::Valid { version: 8 }
     );
     assert_eq!(
         segment::encode_header_version(1, COMPACTED_VERSION).to_vec(),
         bytes
     );
-    // The older builds' compacted version stays readable.
+    // The older builds' compacted versions stay readable.
+    let v6 = hexdump_after("Example: the same at format version 6", 1);
+    assert_eq!(
+        segment::check_header(&v6, 1),
+        HeaderCheck::Valid { version: 6 }
+    );
+    assert_eq!(
+        segment::encode_header_version(1, COMPACTED_V5_VERSION).to_vec(),
+        v6
+    );
     let old = hexdump_after("Example: the same at format version 4", 1);
     assert_eq!(
         segment::check_header(&old, 1),
@@ -189,13 +273,13 @@ fn the_built_in_dictionary_is_the_one_the_spec_pins() {
 }
 
 #[test]
-fn the_spec_dictionary_frame_example_decodes_and_is_what_the_store_writes() {
+fn the_spec_dictionary_frame_example_decodes_and_is_what_a_version_5_store_wrote() {
     let bytes = hexdump_after("Example: a frame compressed with dictionary 1", 1);
     let (header, payload) = frame::decode(&bytes, &FrameLimits::default()).unwrap();
     assert_eq!(header.flags, frame::FLAG_ZSTD | frame::FLAG_DICTIONARY);
     let mut raw = Vec::new();
     for e in dictionary_example_events() {
-        raw.extend(Record::encode_event(1, &e).unwrap());
+        raw.extend(Record::encode_event_v1(1, &e).unwrap());
     }
     assert_eq!(payload, raw);
     assert_eq!(header.raw_len as usize, raw.len());
@@ -211,22 +295,7 @@ fn the_spec_dictionary_frame_example_decodes_and_is_what_the_store_writes() {
     assert_eq!(bytes.len(), 71);
     // The zstd frame refers into the dictionary: without it, zstd refuses it.
     assert!(zstd::bulk::decompress(&bytes[16..], raw.len()).is_err());
-    // What the store writes for this flush group (default configuration).
-    let dir = tempfile::tempdir().unwrap();
-    let store =
-        sessionlog::store::Store::open(dir.path(), sessionlog::store::Config::default()).unwrap();
-    store
-        .create_session(sessionlog::event::SessionHeader::new("s1", 1))
-        .unwrap();
-    store
-        .append_batch("s1", dictionary_example_events())
-        .unwrap();
-    drop(store);
-    let seg = std::fs::read(dir.path().join("segments/00000000000000000001.seg")).unwrap();
-    assert_eq!(&seg[8..12], &5u32.to_le_bytes());
-    assert!(
-        seg.ends_with(&bytes),
-        "the last frame on disk is the spec example; it is {:02x?}",
-        &seg[seg.len() - bytes.len()..]
-    );
+    // What a version-5 store wrote for this flush group (default configuration): the
+    // dictionary encoder over postcard records.
+    assert_eq!(frame::Encoder::new(1).encode(&raw, 64, 0), bytes);
 }

@@ -811,7 +811,7 @@ fn rolled_segments_and_a_recreated_index_are_private() {
         .segment_bytes(4096)
         .durability(Durability::Sync);
     let store = Store::open(&path, small.clone()).unwrap();
-    for i in 0..20 {
+    for i in 0..40 {
         store
             .import_session(
                 SessionHeader::new(format!("r{i}"), 1),

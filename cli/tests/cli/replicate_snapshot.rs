@@ -227,7 +227,8 @@ fn a_damaged_or_mismatched_snapshot_falls_back_to_a_rebuild() {
     let url = bucket_url("snap-damaged");
     let src = tempfile::tempdir().unwrap();
     let store = writable(src.path());
-    append(&store, &["d0", "d1", "d2"], 80);
+    // Enough for several segments (the position check below needs a second one).
+    append(&store, &["d0", "d1", "d2"], 120);
     store.close().unwrap();
     let stats = ship_closed(src.path(), snapshotting(&url, endpoint));
     assert_eq!(stats.snapshots, 1);

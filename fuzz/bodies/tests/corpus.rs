@@ -182,7 +182,38 @@ fn decode_log_seeds() -> Vec<Vec<u8>> {
     huge[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
     seeds.push(huge);
     seeds.push(lying_zstd_frame(1 << 20));
+    // Lean event records (segment 7): an EventStart, an EventNext continuing it, one with
+    // every optional field, alone and framed.
+    let lean = lean_records();
+    seeds.push(lean.clone());
+    seeds.push(frame::encode(&lean, usize::MAX, 1));
+    seeds.push(frame::encode(&lean, 64, 1));
+    seeds.push(lean[lean_next_at()..].to_vec());
     seeds
+}
+
+/// Where the EventNext record starts in [`lean_records`].
+fn lean_next_at() -> usize {
+    let first = Event::new("turn/start", 0, 1_767_225_600_000, r#"{"turn":1}"#);
+    Record::encode_event(1, &first).unwrap().len()
+}
+
+/// A payload of lean event records: EventStart, EventNext (time +2, `step/start`), and an
+/// EventStart of another session with sources, a replace, a custom key order and a type
+/// the code table does not list.
+fn lean_records() -> Vec<u8> {
+    use sessionlog::event::{EnvelopeKey, KeyOrder};
+    let first = Event::new("turn/start", 0, 1_767_225_600_000, r#"{"turn":1}"#);
+    let mut out = Record::encode_event(1, &first).unwrap();
+    out.extend([6, 1, 4, 0, 46, 2, b'{', b'}']);
+    let mut e = Event::new("mode/set", 9, -1, r#"{"m":1}"#)
+        .with_sources(vec![3, 4, 8])
+        .with_surface_op(sessionlog::event::SurfaceOp::Replace { start: 3, end: 4 });
+    e.ignorable = true;
+    e.layout.key_order = KeyOrder::Custom(vec![EnvelopeKey::Data, EnvelopeKey::Type]);
+    out.extend(Record::encode_event(2, &e).unwrap());
+    assert_eq!(Record::decode_all(&out).unwrap().len(), 3);
+    out
 }
 
 /// A zstd frame with a valid CRC whose header claims `raw_len` bytes after decompression.
@@ -535,6 +566,25 @@ fn varint(out: &mut Vec<u8>, mut n: u64) {
 
 /// Sequences (sourceEventSeqs, a custom key order, header extras) claiming 2^40 elements:
 /// serde preallocates at most 1 MiB, then decoding fails at the end of the input.
+#[test]
+fn lean_records_claiming_huge_strings_or_sequences_allocate_nothing_large() {
+    // EventStart, session 1, seq 0, time 0, shape 0, type code 0 and a string claiming
+    // 2^62 bytes; then one whose data claims as much; then one whose sources claim 2^62 seqs.
+    let mut kind = vec![5, 1, 0, 0, 0, 0];
+    varint(&mut kind, 1 << 62);
+    kind.extend(b"abc");
+    let mut data = vec![5, 1, 0, 0, 0, 44];
+    varint(&mut data, 1 << 62);
+    let mut sources = vec![5, 1, 0, 0, 2, 44, 0];
+    varint(&mut sources, 1 << 62);
+    sources.extend([2; 64]);
+    for bytes in [kind, data, sources] {
+        let (r, largest) = largest_allocation(|| Record::decode_all(&bytes));
+        assert!(r.is_err());
+        assert!(largest < 4096, "allocated {largest} bytes");
+    }
+}
+
 #[test]
 fn records_claiming_huge_sequences_preallocate_at_most_a_mebibyte() {
     let mut cases = Vec::new();
