@@ -499,10 +499,7 @@ impl Committer {
             if let Some(f) = &st.failed {
                 return Err(AppendError::PreviousIo(f.clone()));
             }
-            let reached = match goal {
-                Goal::Written => st.written_lsn >= lsn,
-                Goal::Durable => st.durable_lsn >= lsn,
-            };
+            let reached = st.reached(lsn, goal);
             let unindexed =
                 !st.staged.ops.is_empty() || !st.dirty.is_empty() || !st.carry.is_empty();
             // A segment recovery read without syncing is made durable by the first request

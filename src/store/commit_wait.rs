@@ -53,7 +53,7 @@ pub(super) struct Waiters {
 
 impl State {
     /// True when `lsn` reached `goal`.
-    fn reached(&self, lsn: u64, goal: Goal) -> bool {
+    pub(super) fn reached(&self, lsn: u64, goal: Goal) -> bool {
         match goal {
             Goal::Written => self.written_lsn >= lsn,
             Goal::Durable => self.durable_lsn >= lsn,
