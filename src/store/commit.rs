@@ -188,6 +188,8 @@ struct State {
     carry: IndexBatch,
     /// The `pending` keys of the events in `carry`.
     carry_keys: Vec<(u64, Seq)>,
+    /// Bytes of the records in `carry` (their events stay in memory until committed).
+    carry_bytes: usize,
     /// The buffers of the last written batch, emptied, for the next batch to stage into.
     spare: Staged,
     /// Threads waiting for the committer.
@@ -202,6 +204,10 @@ struct State {
 /// recovery re-indexes what a crash leaves unindexed, and a checkpoint, a close, or any
 /// request that needs the index current commits it.
 const MAX_DEFERRED_INDEX_ENTRIES: usize = 1024;
+
+/// The deferred entries' events stay in memory (`pending`) until committed: a deferral also
+/// stops once their records reach this many bytes (large events defer fewer entries).
+const MAX_DEFERRED_INDEX_BYTES: usize = 1 << 20;
 
 /// The group-commit writer.
 #[derive(Debug)]
@@ -238,7 +244,8 @@ struct Lead {
     sync: bool,
     /// Commit the index durably.
     checkpoint: bool,
-    /// The index commit may be deferred (see [`MAX_DEFERRED_INDEX_ENTRIES`]).
+    /// The index commit may be deferred (see [`MAX_DEFERRED_INDEX_ENTRIES`] and
+    /// [`MAX_DEFERRED_INDEX_BYTES`]).
     may_defer: bool,
 }
 
@@ -280,6 +287,7 @@ impl Committer {
                 oldest_unsynced: None,
                 carry: IndexBatch::default(),
                 carry_keys: Vec::new(),
+                carry_bytes: 0,
                 spare: Staged::default(),
                 waiters: Waiters::default(),
             }),
@@ -358,6 +366,7 @@ impl Committer {
         let mut st = self.become_leader()?;
         let carry = std::mem::take(&mut st.carry);
         let carry_keys = std::mem::take(&mut st.carry_keys);
+        st.carry_bytes = 0;
         let watermark = st.watermark;
         let active = st.active.as_ref().map(|a| a.file.clone());
         drop(st);
@@ -569,6 +578,7 @@ impl Committer {
         // Deferred entries first: they are older than what was taken now.
         let mut batch = std::mem::take(&mut st.carry);
         let mut carry_keys = std::mem::take(&mut st.carry_keys);
+        let carried = std::mem::take(&mut st.carry_bytes) + staged.raw.len();
         batch.sessions.extend(rows);
         let mut watermark = st.watermark;
         let since_checkpoint = st.bytes_since_checkpoint;
@@ -585,7 +595,7 @@ impl Committer {
                 Lead {
                     sync,
                     checkpoint,
-                    may_defer,
+                    may_defer: may_defer && carried < MAX_DEFERRED_INDEX_BYTES,
                 },
                 &mut batch,
                 ops,
@@ -644,6 +654,7 @@ impl Committer {
                 } else {
                     st.carry = batch;
                     st.carry_keys = carry_keys;
+                    st.carry_bytes = carried;
                 }
                 self.wake(&mut st);
                 Ok(())

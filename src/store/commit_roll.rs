@@ -16,6 +16,7 @@ impl Committer {
         let mut st = self.become_leader()?;
         let carry = std::mem::take(&mut st.carry);
         let carry_keys = std::mem::take(&mut st.carry_keys);
+        st.carry_bytes = 0;
         let mut active = st.active.take();
         let next_segment = st.next_segment;
         drop(st);
