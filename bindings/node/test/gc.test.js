@@ -12,7 +12,7 @@ function segmentsSize(dir) {
   return fs.readdirSync(segs).reduce((n, f) => n + fs.statSync(path.join(segs, f)).size, 0);
 }
 
-/** Twelve sessions of 40 turns with big messages, over many small segments. */
+/** Twelve sessions of 40 turns with big (but very compressible) messages, over many small segments. */
 async function fill(store) {
   const kept = {};
   for (let s = 0; s < 12; s++) {
@@ -28,7 +28,7 @@ async function fill(store) {
 
 test('gc() gives back what deleted sessions held; the rest reads the same after a reopen', async (t) => {
   const dir = tempDir(t);
-  let store = await Store.open(dir, { segmentBytes: 16384 });
+  let store = await Store.open(dir, { segmentBytes: 4096 });
   const written = await fill(store);
   for (let s = 0; s < 12; s += 2) await store.delete(`s${s}`);
   const dry = await store.gc({ dryRun: true });
@@ -49,7 +49,7 @@ test('gc() gives back what deleted sessions held; the rest reads the same after 
 
 test('gcIntervalMs runs the GC in the background after deletions', async (t) => {
   const dir = tempDir(t);
-  const store = await Store.open(dir, { segmentBytes: 16384, gcIntervalMs: 10 });
+  const store = await Store.open(dir, { segmentBytes: 4096, gcIntervalMs: 10 });
   const written = await fill(store);
   const before = segmentsSize(dir);
   for (let s = 0; s < 12; s += 2) await store.delete(`s${s}`);
