@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use sessionlog::event::{KeyOrder, Packing, SurfaceOp};
+use sessionlog::event::{KeyOrder, SurfaceOp};
 use sessionlog::log::dictionary::DICTIONARY_1;
 use sessionlog::log::frame::{self, FrameLimits};
 use sessionlog::log::record::{EventRecord, Record};
@@ -201,7 +201,6 @@ fn encode_body(v: Variant, names: &[String], e: &EventRecord, out: &mut Vec<u8>)
             out.push(*k as u8);
         }
     }
-    let _ = Packing::Auto;
 }
 
 fn main() -> R<()> {
