@@ -21,7 +21,14 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     } else {
         Durability::Sync
     };
-    let store = Store::open(dir.path(), Config::default().durability(durability))?;
+    let mut config = Config::default().durability(durability);
+    if let Some(bytes) = std::env::var("PREALLOCATE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        config = config.preallocate_bytes(bytes);
+    }
+    let store = Store::open(dir.path(), config)?;
     let work: Vec<_> = (0..sessions)
         .map(|i| generate_events(&WorkloadConfig::default(), i, per))
         .collect();

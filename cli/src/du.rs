@@ -182,6 +182,12 @@ fn table(r: &SpaceReport) -> Result<(), Box<dyn std::error::Error>> {
         "  overhead  {} (segment and frame headers)",
         bytes(t.overhead)
     );
+    if t.preallocated > 0 {
+        crate::say!(
+            "  preallocated {} (zeros the writer wrote ahead of its last frame; cut at close)",
+            bytes(t.preallocated)
+        );
+    }
     crate::say!(
         "gc would free {} ({} segment(s) below {:.0}% live, rewriting {}); `sessionlog gc` collects them",
         bytes(r.gc_frees),
@@ -239,6 +245,7 @@ fn to_json(r: &SpaceReport) -> serde_json::Value {
                 "damaged": s.damaged,
                 "unindexed": s.unindexed,
                 "overhead": s.overhead,
+                "preallocated": s.preallocated,
                 "frames": s.frames,
                 "sealed": s.sealed,
                 "liveFraction": s.live_fraction(),
@@ -261,6 +268,7 @@ fn to_json(r: &SpaceReport) -> serde_json::Value {
             "deadDamaged": t.damaged,
             "unindexed": t.unindexed,
             "overhead": t.overhead,
+            "preallocated": t.preallocated,
             "frames": t.frames,
             "records": t.records,
         },

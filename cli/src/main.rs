@@ -433,6 +433,12 @@ fn recover(dir: &std::path::Path, salvage: bool) -> CliResult {
             );
         }
     }
+    if r.preallocated_cut > 0 {
+        crate::say!(
+            "preallocated zeros after the last frame cut ({} bytes; not damage: the writer did not close)",
+            r.preallocated_cut
+        );
+    }
     for b in &r.skipped_frames {
         crate::say!(
             "bad frame skipped at {}: {} ({} bytes)",

@@ -81,6 +81,10 @@ pub struct ScanReport {
     pub torn_events: Vec<(u64, u64, u64)>,
     /// Bad frames skipped (salvage mode only).
     pub skipped: Vec<BadFrame>,
+    /// Zero bytes from a frame boundary to the end of the last segment: the space a writer
+    /// preallocated and had not filled (format-spec.md §2), where the log ends. Not damage;
+    /// a writable open cuts it. `(where it starts, its length)`.
+    pub zero_tail: Option<(LogPosition, u64)>,
     /// Frames visited.
     pub frames: u64,
 }
@@ -149,6 +153,24 @@ impl Window {
         }
         let bytes = self.bytes(offset, header.frame_len() as usize)?;
         Ok(frame::decode_payload(&header, &bytes[8..]).map(|p| (header, p)))
+    }
+
+    /// True when every byte from `offset` to the end of the file is zero (read a window at
+    /// a time, so the check allocates no more than a window whatever the file's length).
+    fn zeros_to_end(&mut self, offset: u64) -> io::Result<bool> {
+        let mut at = offset;
+        while at < self.file_len {
+            let n = (self.file_len - at).min(self.chunk as u64) as usize;
+            let bytes = self.bytes(at, n)?;
+            if !bytes
+                .chunks(64)
+                .all(|c| c.iter().fold(0u8, |acc, &b| acc | b) == 0)
+            {
+                return Ok(false);
+            }
+            at += n as u64;
+        }
+        Ok(true)
     }
 
     /// The offset of the next valid frame after `offset`, if any.
@@ -439,6 +461,12 @@ pub fn scan(
                     ended_at(&mut report, position, offset);
                 }
                 Err(reason) => {
+                    if number == last_segment && window.zeros_to_end(offset).map_err(io_err)? {
+                        // The preallocated space after the last frame: the log ends here
+                        // (an operation still open is cut below, as at any end).
+                        report.zero_tail = Some((position, window.file_len - offset));
+                        break;
+                    }
                     let next = window.resync(offset, limits).map_err(io_err)?;
                     let is_tail = number == last_segment && next.is_none();
                     if is_tail {

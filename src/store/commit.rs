@@ -36,6 +36,8 @@ use wait::{Waiters, Want};
 #[derive(Debug, Clone)]
 pub(crate) struct CommitConfig {
     pub segment_bytes: u64,
+    /// Zero bytes kept written ahead of the active segment's end (`Config::preallocate_bytes`).
+    pub preallocate: u64,
     pub compress_threshold: usize,
     pub zstd_level: i32,
     pub checkpoint_bytes: u64,
@@ -739,6 +741,7 @@ impl Committer {
             }
             a.len += bytes.len() as u64;
             a.last_frame = Some(offset);
+            a.preallocate(self.config.preallocate, self.config.segment_bytes);
             written += bytes.len() as u64;
             let frame_len = u32::try_from(bytes.len())
                 .map_err(|_| AppendError::Writer("frame over 4 GiB".into()))?;

@@ -34,6 +34,7 @@ impl Committer {
                     if old.synced_len < old.len {
                         sync_or_cut(old)?;
                     }
+                    old.release()?;
                     next_segment.max(old.number + 1)
                 }
                 None => next_segment,
@@ -76,15 +77,7 @@ impl Committer {
         let mut st = self.lock();
         st.leader = false;
         st.next_segment = st.next_segment.max(number + 1);
-        st.active = Some(Active {
-            number,
-            file,
-            len: SEGMENT_HEADER_LEN,
-            last_frame: None,
-            synced_len: SEGMENT_HEADER_LEN,
-            unverified: false,
-            sealed: false,
-        });
+        st.active = Some(Active::fresh(number, file));
         let out = match committed {
             Ok(()) => {
                 st.watermark = watermark;

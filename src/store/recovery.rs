@@ -31,6 +31,10 @@ pub struct RecoveryReport {
     pub events_recovered: u64,
     /// The torn frame truncated from the tail, if any.
     pub truncated: Option<BadFrame>,
+    /// Zero bytes after the log's end that a writer preallocated and did not get to cut
+    /// (it did not close; format-spec.md §2): not damage, and not counted in `truncated`.
+    /// A read-write open cuts them; a read-only open reads the log up to them.
+    pub preallocated_cut: u64,
     /// Bad frames skipped (salvage mode).
     pub skipped_frames: Vec<BadFrame>,
     /// Events dropped (salvage mode) because their session had a gap before them, their
@@ -164,6 +168,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
     // nothing and issues no fsync).
     let changed = scanned.frames > 0
         || report.truncated.is_some()
+        || report.preallocated_cut > 0
         || report.index_rebuilt
         || report.removed_segment.is_some()
         || loaded.fresh;
@@ -591,6 +596,7 @@ fn corrupt(position: LogPosition, reason: super::registry::RegistryError) -> Ope
 
 /// Phase 4: cuts a torn tail: a torn frame, or an operation whose last frame is missing
 /// (which may have started in an earlier segment: the later segments hold only its frames).
+/// Without one, cuts the zero tail a writer preallocated ([`ScanReport::zero_tail`]).
 ///
 /// Guarantees: with a torn tail, `numbers` ends at the segment of the cut and the tail is
 /// reported in [`RecoveryReport::truncated`]; when `writable`, every later segment was
@@ -603,6 +609,15 @@ fn cut_torn_tail(
     report: &mut RecoveryReport,
 ) -> Result<LogPosition, OpenError> {
     let Some(torn) = &scanned.torn_tail else {
+        if let Some((at, len)) = scanned.zero_tail {
+            if input.writable {
+                let path = input.segments.path(at.segment);
+                let file = input.segments.file(at.segment).map_err(io(path.clone()))?;
+                file.set_len(at.offset).map_err(io(path.clone()))?;
+                file.sync_data().map_err(io(path))?;
+            }
+            report.preallocated_cut = len;
+        }
         return Ok(scanned.end);
     };
     let segments = input.segments;
@@ -701,6 +716,7 @@ fn active_segment(
             None
         },
         synced_len: len,
+        reserved: len,
         unverified: !changed,
         sealed: segments.version(n) != segment::FORMAT_VERSION,
     }))

@@ -13,12 +13,14 @@
 //!   not index (dropped by salvage), and damaged or torn bytes;
 //! - **unindexed**: records newer than this store's view of the index (a live writer's tail
 //!   seen by a read-only store); neither live nor dead as far as this view can tell;
-//! - **overhead**: the segment header and frame headers.
+//! - **overhead**: the segment header and frame headers;
+//! - **preallocated**: the zeros a writer wrote ahead of its last frame in the last segment
+//!   (format-spec.md §2), which the next frames fill.
 //!
 //! A record's bytes are its share of its frame's stored payload: exactly its encoded length
 //! in an uncompressed frame, pro rata by raw record bytes in a compressed one (the shares of a
 //! frame's records add up to its stored payload exactly). So per segment
-//! `live + pinned + dead + unindexed + overhead == size`.
+//! `live + pinned + dead + unindexed + overhead + preallocated == size`.
 
 use super::*;
 use crate::log::frame::FRAME_HEADER_LEN;
@@ -76,6 +78,9 @@ pub struct SegmentSpace {
     pub unindexed: u64,
     /// The segment header and frame headers.
     pub overhead: u64,
+    /// Zero bytes written ahead of the last frame (the last segment of a live or crashed
+    /// writer only; format-spec.md §2).
+    pub preallocated: u64,
     /// Valid frames.
     pub frames: u64,
     /// Not the last segment: never written again, a GC may collect it.
@@ -124,6 +129,8 @@ pub struct SpaceTotals {
     pub unindexed: u64,
     /// Segment and frame headers.
     pub overhead: u64,
+    /// Zero bytes a writer wrote ahead of its last frame.
+    pub preallocated: u64,
     /// Valid frames.
     pub frames: u64,
     /// Records decoded.
@@ -209,7 +216,7 @@ impl Store {
     /// assert_eq!(report.sessions.len(), 1);
     /// let t = &report.totals;
     /// assert!(t.live > 0 && t.dead > 0);
-    /// assert_eq!(t.live + t.pinned + t.dead + t.unindexed + t.overhead, t.size);
+    /// assert_eq!(t.live + t.pinned + t.dead + t.unindexed + t.overhead + t.preallocated, t.size);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn space(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<SpaceReport, OpenError> {
@@ -420,7 +427,7 @@ impl Store {
             segment: numbers.first().copied().unwrap_or(1),
             offset: SEGMENT_HEADER_LEN,
         };
-        scan::scan(
+        let scanned = scan::scan(
             &self.segments,
             &numbers,
             start,
@@ -428,12 +435,18 @@ impl Store {
             &self.limits,
             &mut visit,
         )?;
+        if let Some((at, len)) = scanned.zero_tail
+            && let Some(&i) = slot.get(&at.segment)
+        {
+            segments[i].preallocated = len;
+        }
         // Whatever no valid frame covers is damaged: frames the scan skipped, a torn tail and
         // an operation cut with it, a frame being written while the scan read.
         for seg in &mut segments {
             let header = SEGMENT_HEADER_LEN.min(seg.size);
             seg.overhead += header;
-            let accounted = seg.live + seg.pinned + seg.dead + seg.unindexed + seg.overhead;
+            let accounted =
+                seg.live + seg.pinned + seg.dead + seg.unindexed + seg.overhead + seg.preallocated;
             // The file may have grown while it was scanned (a live writer): its size is at
             // least what the scan read.
             seg.size = seg.size.max(accounted);
@@ -449,6 +462,7 @@ impl Store {
             totals.damaged += seg.damaged;
             totals.unindexed += seg.unindexed;
             totals.overhead += seg.overhead;
+            totals.preallocated += seg.preallocated;
             totals.frames += seg.frames;
         }
         let candidates: Vec<&SegmentSpace> = segments.iter().filter(|s| s.gc_candidate()).collect();

@@ -68,6 +68,9 @@ fn frames(dir: &Path) -> Vec<FrameAt> {
         let bytes = std::fs::read(segment_path(dir, n)).unwrap();
         let mut at = SEGMENT_HEADER_LEN as usize;
         while at + FRAME_HEADER_LEN <= bytes.len() {
+            if bytes[at..].iter().all(|&b| b == 0) {
+                break; // the zero tail a live writer preallocated (format-spec.md §2)
+            }
             let stored = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
             let len = FRAME_HEADER_LEN + stored;
             out.push(FrameAt {
@@ -409,6 +412,9 @@ fn rewrite_as_version(path: &Path, version: u32) {
     let mut at = SEGMENT_HEADER_LEN as usize;
     let mut encoder = sessionlog::log::frame::Encoder::without_dictionary(1);
     while at < bytes.len() {
+        if bytes[at..].iter().all(|&b| b == 0) {
+            break; // the zero tail a live writer preallocated (format-spec.md §2)
+        }
         let (header, payload) =
             sessionlog::log::frame::decode(&bytes[at..], &FrameLimits::default()).unwrap();
         let mut raw = Vec::new();

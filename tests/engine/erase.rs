@@ -188,6 +188,9 @@ fn chains(dir: &Path) -> (usize, usize) {
         let bytes = std::fs::read(e.unwrap().path()).unwrap();
         let mut at = 32usize;
         while at + FRAME_HEADER_LEN <= bytes.len() {
+            if bytes[at..].iter().all(|&b| b == 0) {
+                break; // the zero tail a live writer preallocated (format-spec.md §2)
+            }
             let mut h = [0u8; FRAME_HEADER_LEN];
             h.copy_from_slice(&bytes[at..at + FRAME_HEADER_LEN]);
             let header = FrameHeader::parse(&h, &FrameLimits::default()).unwrap();
@@ -204,6 +207,9 @@ pub(crate) fn frames(bytes: &[u8]) -> Vec<(usize, Vec<u8>)> {
     let mut out = Vec::new();
     let mut at = 32usize;
     while at + FRAME_HEADER_LEN <= bytes.len() {
+        if bytes[at..].iter().all(|&b| b == 0) {
+            break; // the zero tail a live writer preallocated (format-spec.md §2)
+        }
         let mut h = [0u8; FRAME_HEADER_LEN];
         h.copy_from_slice(&bytes[at..at + FRAME_HEADER_LEN]);
         let Ok(header) = FrameHeader::parse(&h, &FrameLimits::default()) else {

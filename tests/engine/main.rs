@@ -16,6 +16,7 @@ mod json;
 mod lean_records;
 mod live_readers;
 mod pipeline;
+mod preallocation;
 mod projection_checkpoint;
 mod projection_fixtures;
 mod projection_store;

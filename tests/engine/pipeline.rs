@@ -46,7 +46,10 @@ impl StorageFile for SlowSyncFile {
         self.inner.read_exact_at(buf, offset)
     }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-        if self.segment {
+        // The zeros preallocated after a frame (format-spec.md §2) are not a frame: written
+        // with the frame before its sync, they never stand between two frames.
+        let frame = offset > 0 && buf.iter().any(|&b| b != 0);
+        if self.segment && (frame || offset == 0) {
             let mut log = self.log.lock().unwrap();
             log.writes += 1;
             if self.syncing.load(Ordering::SeqCst) > 0 {
@@ -62,7 +65,7 @@ impl StorageFile for SlowSyncFile {
             }
         }
         let r = self.inner.write_all_at(buf, offset);
-        if offset > 0 {
+        if frame {
             self.unsynced.fetch_add(1, Ordering::SeqCst);
         }
         r

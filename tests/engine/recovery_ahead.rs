@@ -64,6 +64,9 @@ fn build(dir: &Path) -> (Vec<u64>, Vec<u64>) {
     let mut offsets = Vec::new();
     let mut at = SEGMENT_HEADER_LEN as usize;
     while at < bytes.len() {
+        if bytes[at..].iter().all(|&b| b == 0) {
+            break; // the zero tail a live writer preallocated (format-spec.md §2)
+        }
         let header: &[u8; FRAME_HEADER_LEN] = bytes[at..at + FRAME_HEADER_LEN].try_into().unwrap();
         let header = FrameHeader::parse(header, &FrameLimits::default()).unwrap();
         offsets.push(at as u64);

@@ -322,6 +322,9 @@ fn event_tags(name: &str) -> Vec<(u32, u8)> {
         let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
         let mut at = 32;
         while at < bytes.len() {
+            if bytes[at..].iter().all(|&b| b == 0) {
+                break; // the zero tail a live writer preallocated (format-spec.md §2)
+            }
             let (header, payload) = frame::decode(&bytes[at..], &FrameLimits::default()).unwrap();
             let mut context = FrameContext::new();
             let mut rest = &payload[..];
@@ -352,6 +355,9 @@ fn frame_flags(name: &str) -> Vec<u8> {
         let bytes = std::fs::read(&p).unwrap();
         let mut at = 32;
         while at + FRAME_HEADER_LEN <= bytes.len() {
+            if bytes[at..].iter().all(|&b| b == 0) {
+                break; // the zero tail a live writer preallocated (format-spec.md §2)
+            }
             let h: [u8; FRAME_HEADER_LEN] = bytes[at..at + FRAME_HEADER_LEN].try_into().unwrap();
             let header = FrameHeader::parse(&h, &FrameLimits::default()).unwrap();
             out.push(header.flags);

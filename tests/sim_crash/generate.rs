@@ -259,6 +259,9 @@ pub(crate) fn catalog(sim: &SimFs, seg_dir: &Path) -> (Vec<FrameInfo>, Vec<u64>)
             .unwrap_or_default();
         let mut at = SEGMENT_HEADER_LEN as usize;
         while at + FRAME_HEADER_LEN <= bytes.len() {
+            if bytes[at..].iter().all(|&b| b == 0) {
+                break; // the zero tail a live writer preallocated (format-spec.md §2)
+            }
             let Ok((header, payload)) = sessionlog::log::frame::decode(&bytes[at..], &limits)
             else {
                 break;
