@@ -390,6 +390,46 @@ pub(crate) fn decode(
     ))
 }
 
+/// A lean event record's session, seq, time, `type` and `data`, the strings borrowed from
+/// the frame payload (what a reader that wants only the text needs, without copying it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EventText<'a> {
+    pub(crate) session: u64,
+    pub(crate) seq: Seq,
+    pub(crate) time: i64,
+    pub(crate) kind: &'a str,
+    pub(crate) data: &'a str,
+}
+
+/// [`decode`] without the copies: the same checks (header, tail, UTF-8 of `type` and
+/// `data`, with the same errors), the strings borrowed from `bytes`. Returns the record's
+/// text and length.
+pub(crate) fn decode_text(
+    bytes: &[u8],
+    prev: impl FnOnce(u64) -> Option<(Seq, i64)>,
+) -> Result<(EventText<'_>, usize), DecodeError> {
+    let mut r = Reader::new(bytes);
+    let head = read_head(&mut r)?;
+    let (seq, time) = resolve(&head, prev)?;
+    read_tail(&mut r, head.shape, seq, false)?;
+    fn text<'a>(b: &'a [u8], field: &'static str) -> Result<&'a str, DecodeError> {
+        // simdutf8 decides as `std::str::from_utf8` does; the latter words the error.
+        simdutf8::basic::from_utf8(b)
+            .or_else(|_| std::str::from_utf8(b))
+            .map_err(|e| bad(field, format!("not UTF-8: {e}")))
+    }
+    Ok((
+        EventText {
+            session: head.session,
+            seq,
+            time,
+            kind: text(head.kind, "type")?,
+            data: text(head.data, "data")?,
+        },
+        r.position(),
+    ))
+}
+
 /// The seq and time of a lean record, from its own fields (tag 5) or its session's previous
 /// event record in the frame (tag 6; an error when there is none).
 pub(crate) fn resolve(
@@ -684,9 +724,16 @@ mod tests {
                         prop_assert_eq!(head.session, *session);
                         prop_assert_eq!(context.resolved(&head).unwrap(), (event.seq, event.time));
                         prop_assert_eq!(head.data_len, event.data.len());
+                        // So does the borrowed read of the record's text.
+                        let (text, text_len) = decode_text(bytes, |s| context.last(s)).unwrap();
                         context.note(*session, event.seq, event.time);
                         let len = all.iter().find(|(o, _)| o > at).map_or(frame.len(), |(o, _)| *o as usize) - *at as usize;
                         prop_assert_eq!(head.len, len);
+                        prop_assert_eq!(text_len, len);
+                        prop_assert_eq!(
+                            (text.session, text.seq, text.time, text.kind, text.data),
+                            (*session, event.seq, event.time, event.kind.as_str(), event.data.as_str())
+                        );
                     }
                 }
                 for (_, record) in all {
@@ -739,6 +786,43 @@ mod tests {
         }
         assert_eq!(type_code("mode/set"), 0);
         assert_eq!(type_code(""), 0);
+    }
+
+    /// The borrowed read refuses what the full decode refuses, with the same error.
+    #[test]
+    fn decode_text_checks_the_record_as_decode_does() {
+        let e = Event::new("mode/set", 1, 5, r#"{"a":"é"}"#);
+        let good = Record::encode_event(1, &e).unwrap();
+        let (text, len) = decode_text(&good, |_| None).unwrap();
+        assert_eq!(
+            (text.kind, text.data, len),
+            ("mode/set", e.data.as_str(), good.len())
+        );
+        let same = |bytes: &[u8]| {
+            let full = decode(bytes, |_| None).map(|(_, _, len)| len);
+            let text = decode_text(bytes, |_| None).map(|(_, len)| len);
+            assert_eq!(
+                full.map_err(|e| e.to_string()),
+                text.map_err(|e| e.to_string())
+            );
+        };
+        for cut in 0..good.len() {
+            assert!(decode_text(&good[..cut], |_| None).is_err(), "cut at {cut}");
+            same(&good[..cut]);
+        }
+        // `é` with its second byte replaced: not UTF-8.
+        let mut bad = good.clone();
+        let at = bad.len() - 3;
+        assert_eq!(bad[at], 0xa9);
+        bad[at] = b'(';
+        let err = decode_text(&bad, |_| None).unwrap_err().to_string();
+        assert!(err.contains("not UTF-8"), "{err}");
+        same(&bad);
+        // An EventNext record needs its session's previous event.
+        let next = [6, 1, 4, 0, 46, 2, b'{', b'}'];
+        same(&next);
+        let (text, _) = decode_text(&next, |_| Some((7, 100))).unwrap();
+        assert_eq!((text.seq, text.time, text.kind), (8, 102, "step/start"));
     }
 
     #[test]

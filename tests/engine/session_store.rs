@@ -480,3 +480,35 @@ fn messages_decode_each_frame_once_however_the_session_was_written() {
         "{frames} frame reads for {nodes} surface nodes in a few big frames"
     );
 }
+
+/// The messages a resumed session hands out share their text with the store's message
+/// cache: a second `messages()` gives the same `Arc<str>`s (the text is not copied again),
+/// and messages appended later join the cache without copying the earlier ones.
+#[test]
+fn resumed_messages_share_the_cached_text() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path(), buffered()).unwrap();
+        let s = store.create(SessionHeader::new("shared", 1)).unwrap();
+        for t in 1..=3 {
+            turn(&s, t, 2);
+        }
+        store.close().unwrap();
+    }
+    let store = Store::open(dir.path(), buffered()).unwrap();
+    let s = store.resume("shared").unwrap();
+    let first = s.messages().unwrap();
+    let again = s.messages().unwrap();
+    assert_eq!(first.len(), 9, "3 messages a turn");
+    assert_eq!(first, again);
+    for (a, b) in first.iter().zip(&again) {
+        assert!(Arc::ptr_eq(&a.json, &b.json), "seq {}: copied", a.seq);
+    }
+    turn(&s, 4, 2);
+    let grown = s.messages().unwrap();
+    assert_eq!(grown.len(), 12);
+    for (a, b) in first.iter().zip(&grown) {
+        assert!(Arc::ptr_eq(&a.json, &b.json), "seq {}: copied", a.seq);
+    }
+    assert!(grown[9].json.contains(r#""u4""#), "{}", grown[9].json);
+}
