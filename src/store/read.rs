@@ -1,5 +1,6 @@
-//! Reads: events by seq, ranges, the surface, derived messages, listings; the frame cache
-//! and the lookup the session layer reads through.
+//! Reads: events by seq (whole, or a lean record's text borrowed from its frame), ranges,
+//! the surface, derived messages, listings. The frame cache is in `frame_cache.rs`, the
+//! lookup the session layer reads through in `lookup.rs`.
 
 use super::frame_cache::{RUN_BATCH, RunBatch, frame_key};
 use crate::error::{IndexError, ReadError};
