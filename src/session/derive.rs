@@ -9,15 +9,22 @@ use super::error::LookupError;
 use super::surface::Surface;
 use crate::event::{Event, Seq};
 use crate::json::Doc;
+use std::sync::Arc;
 use thiserror::Error;
 
 /// One derived message: the surface node it came from and its JSON text.
+///
+/// The text is shared, not copied: the store keeps the messages it derived (its message
+/// cache), and every [`Store::messages`](crate::Store::messages) hands out clones of
+/// the same `Arc<str>`s, so resuming a session of large messages copies no message text
+/// beyond reading it from the log once. Use `&*message.json` (or `message.json.as_ref()`)
+/// where a `&str` is wanted, `message.json.to_string()` for an owned `String`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DerivedMessage {
     /// Seq of the surface node.
     pub seq: Seq,
-    /// The message's JSON text (a slice of the event's stored `data`).
-    pub json: String,
+    /// The message's JSON text (a slice of the event's stored `data`), shared.
+    pub json: Arc<str>,
 }
 
 /// An event could not be projected (dsh would crash on such data).
@@ -52,19 +59,29 @@ fn trim_json_ws(s: &str) -> &str {
 /// or `None` (log-only types, and an `assistant/message` whose `message.content` is empty).
 /// It does not look at the surface marker.
 pub fn derive_event_message(event: &Event) -> Result<Option<&str>, DeriveError> {
+    derive_message_text(&event.kind, event.seq, &event.data)
+}
+
+/// [`derive_event_message`] of an event given by its `type`, seq and `data` text (a reader
+/// that has the text without an [`Event`], e.g. borrowed from a decoded frame).
+pub fn derive_message_text<'a>(
+    kind: &str,
+    seq: Seq,
+    data: &'a str,
+) -> Result<Option<&'a str>, DeriveError> {
     let malformed = |detail: &str| DeriveError::Malformed {
-        kind: event.kind.clone(),
-        seq: event.seq,
+        kind: kind.to_owned(),
+        seq,
         detail: detail.to_string(),
     };
-    match event.kind.as_str() {
-        "user/message" => Ok(Some(trim_json_ws(&event.data))),
+    match kind {
+        "user/message" => Ok(Some(trim_json_ws(data))),
         "assistant/message" | "tool/result" => {
-            let doc = Doc::parse(&event.data).map_err(|e| malformed(&e.to_string()))?;
+            let doc = Doc::parse(data).map_err(|e| malformed(&e.to_string()))?;
             let Some(message) = doc.root().get("message") else {
                 return Err(malformed("data has no message"));
             };
-            if event.kind == "assistant/message" {
+            if kind == "assistant/message" {
                 let Some(content) = message.get("content") else {
                     return Err(malformed("data.message has no content"));
                 };
@@ -78,7 +95,7 @@ pub fn derive_event_message(event: &Event) -> Result<Option<&str>, DeriveError> 
                 }
             }
             let (start, end) = message.span();
-            Ok(Some(&event.data[start..end]))
+            Ok(Some(&data[start..end]))
         }
         _ => Ok(None),
     }
@@ -91,21 +108,9 @@ pub fn derive_messages(
 ) -> Result<Vec<DerivedMessage>, DeriveError> {
     let mut out = Vec::new();
     for &seq in nodes {
-        let event = lookup
-            .event_at(seq)?
-            .ok_or(DeriveError::MissingNode { seq })?;
-        let Some(json) = derive_event_message(&event)? else {
-            continue;
-        };
-        // A message that is the whole of an event the lookup handed over (a user message)
-        // takes the event's text instead of a copy of it.
-        let part = (json.len() != event.data.len()).then(|| json.to_string());
-        let json = match (part, event) {
-            (Some(part), _) => part,
-            (None, std::borrow::Cow::Owned(e)) => e.data,
-            (None, std::borrow::Cow::Borrowed(e)) => e.data.clone(),
-        };
-        out.push(DerivedMessage { seq, json });
+        if let Some(json) = lookup.message_at(seq)? {
+            out.push(DerivedMessage { seq, json });
+        }
     }
     Ok(out)
 }
@@ -162,7 +167,7 @@ impl MessageCache {
         if let Some(json) = derive_event_message(event)? {
             self.messages.push(DerivedMessage {
                 seq: event.seq,
-                json: json.to_string(),
+                json: Arc::from(json),
             });
         }
         self.consumed = nodes.len();

@@ -52,7 +52,7 @@
 //! assert_eq!(state.surface().nodes(), &[1]);
 //! let mut cache = MessageCache::new();
 //! cache.refresh(state.surface(), &log).unwrap();
-//! assert_eq!(cache.messages()[0].json, r#"{"id":"u1","role":"user","content":[],"source":{"kind":"user"}}"#);
+//! assert_eq!(&*cache.messages()[0].json, r#"{"id":"u1","role":"user","content":[],"source":{"kind":"user"}}"#);
 //! ```
 
 pub mod derive;
@@ -80,6 +80,7 @@ pub use surface::{Surface, SurfaceChange};
 
 use crate::event::{Event, Seq};
 use std::borrow::Cow;
+use std::sync::Arc;
 
 /// Read access to earlier events of the session, as the semantics see them (legacy record
 /// shapes already converted, see [`legacy`]).
@@ -89,6 +90,18 @@ use std::borrow::Cow;
 pub trait EventLookup {
     /// The event with `seq`, or `None` when the session has no such event.
     fn event_at(&self, seq: Seq) -> Result<Option<Cow<'_, Event>>, LookupError>;
+
+    /// The message surface node `seq` projects to ([`derive::derive_event_message`]), as
+    /// shared text; `None` when its event projects to none; an error when the session has
+    /// no event `seq`. The provided method copies the message out of [`Self::event_at`]'s
+    /// event; a lookup that can read the text without building the event (the store, from
+    /// a decoded frame) overrides it to copy the message once.
+    fn message_at(&self, seq: Seq) -> Result<Option<Arc<str>>, derive::DeriveError> {
+        let event = self
+            .event_at(seq)?
+            .ok_or(derive::DeriveError::MissingNode { seq })?;
+        Ok(derive::derive_event_message(&event)?.map(Arc::from))
+    }
 }
 
 impl EventLookup for [Event] {

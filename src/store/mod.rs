@@ -25,12 +25,14 @@ mod config;
 mod create;
 mod erase;
 mod follow;
+mod frame_cache;
 pub(crate) mod gc;
 mod gc_background;
 #[cfg(feature = "internals")]
 mod internals;
 pub(crate) mod live;
 mod lock;
+mod lookup;
 mod numhash;
 mod open;
 mod read;
@@ -72,7 +74,7 @@ use crate::log::scan::{self, BadFrame, RecoveryMode};
 use crate::log::segment::{SEGMENT_HEADER_LEN, SEGMENTS_DIR};
 use crate::projection::{Checkpoint, SessionProjections};
 use crate::session::derive::MessageCache;
-use crate::session::{EventLookup, InvariantMode, LookupError, SessionState};
+use crate::session::{InvariantMode, SessionState};
 
 use commit::{CommitConfig, Committer, Goal};
 pub use recovery::{RecoveryReport, TornSession};
@@ -83,8 +85,9 @@ pub use config::{Config, Durability};
 pub use registry::RegistryError;
 
 use append::{encode, projection_ops, set_surface, state_bytes, validate_header};
+use frame_cache::FrameCache;
+use lookup::StoreLookup;
 pub use read::Events;
-use read::{FrameCache, StoreLookup};
 
 /// The index file's name inside the store directory.
 pub const INDEX_FILE: &str = "index.redb";
@@ -602,62 +605,6 @@ const GROUP_BACKPRESSURE_FRAMES: usize = 4;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-impl StoreLookup<'_> {
-    /// [`EventLookup::event_at`] reading through `cache`, so a caller walking seqs in order
-    /// decodes each frame once.
-    pub(crate) fn event_at_cached(
-        &self,
-        seq: Seq,
-        cache: &mut FrameCache,
-    ) -> Result<Option<std::borrow::Cow<'_, Event>>, LookupError> {
-        if let Some(e) = self.batch.iter().find(|e| e.seq == seq) {
-            return Ok(Some(std::borrow::Cow::Borrowed(e)));
-        }
-        let len = self
-            .store
-            .registry()
-            .get(self.number)
-            .map_or(0, |r| r.next_seq);
-        if seq >= len {
-            return Ok(None);
-        }
-        let event = self
-            .store
-            .read_resolved(self.number, seq, cache)
-            .map_err(|e| LookupError {
-                seq,
-                message: e.to_string(),
-            })?;
-        // The rules see older record shapes converted, as dsh's loader presents them. A
-        // message event that already names its identity is current: no parse.
-        if read::current_message_shape(&event.kind, &event.data) {
-            return Ok(Some(std::borrow::Cow::Owned(event)));
-        }
-        let id = self
-            .store
-            .registry()
-            .get(self.number)
-            .map(|r| r.header.id.clone())
-            .unwrap_or_default();
-        let target_id = |target: Seq| -> Option<String> {
-            let e = self.event_at(target).ok()??;
-            let path: &[&str] = if e.kind == "user/message" {
-                &["id"]
-            } else {
-                &["message", "id"]
-            };
-            crate::json::raw_member(&e.data, path)
-                .ok()
-                .flatten()
-                .map(str::to_owned)
-        };
-        match crate::session::legacy::convert_event(&id, &event, &target_id) {
-            Ok(Some(converted)) => Ok(Some(std::borrow::Cow::Owned(converted))),
-            _ => Ok(Some(std::borrow::Cow::Owned(event))),
-        }
-    }
 }
 
 fn spawn_group_timer(

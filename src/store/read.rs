@@ -1,17 +1,17 @@
-//! Reads: events by seq, ranges, the surface, derived messages, listings; the frame cache
-//! and the lookup the session layer reads through.
+//! Reads: events by seq (whole, or a lean record's text borrowed from its frame), ranges,
+//! the surface, derived messages, listings. The frame cache is in `frame_cache.rs`, the
+//! lookup the session layer reads through in `lookup.rs`.
 
+use super::frame_cache::{RUN_BATCH, RunBatch, frame_key};
 use crate::error::{IndexError, ReadError};
 use crate::event::{Event, Seq, SessionHeader};
-use crate::index::{Location, NO_NODE, Run};
-use crate::log::Segments;
-use crate::log::frame::FrameLimits;
+use crate::index::{NO_NODE, Run};
+use crate::log::envelope::{EventText, decode_text};
 use crate::log::peek::{Utf8, peek_event};
 use crate::log::record::{FrameContext, Record};
 use crate::session::derive::DerivedMessage;
-use crate::session::{EventLookup, InvariantMode, LookupError, SessionState};
+use crate::session::{InvariantMode, SessionState};
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use super::*;
 
@@ -93,6 +93,21 @@ impl Store {
         self.read_one(owner, seq, cache)
     }
 
+    /// [`Store::read_resolved`], handing the event's text to `text` when its record can be
+    /// read as borrowed text (see [`Found`]).
+    pub(crate) fn read_resolved_found<R>(
+        &self,
+        number: u64,
+        seq: Seq,
+        cache: &mut FrameCache,
+        text: &mut dyn FnMut(EventText<'_>) -> R,
+    ) -> Result<Found<R>, ReadError> {
+        let owner = self.registry().resolve(number, seq);
+        let _swap = self.segments.read_guard();
+        cache.follow_generation(self.segments.generation());
+        self.read_one_found(owner, seq, cache, Some(text))
+    }
+
     pub(super) fn read_one(
         &self,
         number: u64,
@@ -110,8 +125,24 @@ impl Store {
         seq: Seq,
         cache: &mut FrameCache,
     ) -> Result<Event, ReadError> {
+        match self.read_one_found::<std::convert::Infallible>(number, seq, cache, None)? {
+            Found::Event(e) => Ok(e),
+            Found::Text(never) => match never {},
+        }
+    }
+
+    /// [`Store::read_one_once`], handing the event to `text` when its record can be read as
+    /// borrowed text ([`Found::Text`]: a lean record in a frame), as an [`Event`] otherwise
+    /// (or when `text` is `None`).
+    fn read_one_found<R>(
+        &self,
+        number: u64,
+        seq: Seq,
+        cache: &mut FrameCache,
+        text: Option<&mut dyn FnMut(EventText<'_>) -> R>,
+    ) -> Result<Found<R>, ReadError> {
         if let Some(e) = self.committer.as_ref().and_then(|c| c.pending(number, seq)) {
-            return Ok((*e).clone());
+            return Ok(Found::Event((*e).clone()));
         }
         let run = match self.overlay.get(&(number, seq)) {
             Some(l) => Run::single(seq, *l),
@@ -147,7 +178,7 @@ impl Store {
                 }
             },
         };
-        self.read_at(number, seq, run, cache)
+        self.read_at_found(number, seq, run, cache, text)
     }
 
     /// Reads event `seq` of session `number` from `run` (which holds it): decodes the run's
@@ -161,6 +192,23 @@ impl Store {
         run: Run,
         cache: &mut FrameCache,
     ) -> Result<Event, ReadError> {
+        match self.read_at_found::<std::convert::Infallible>(number, seq, run, cache, None)? {
+            Found::Event(e) => Ok(e),
+            Found::Text(never) => match never {},
+        }
+    }
+
+    /// [`Store::read_at`], handing a lean record's text, borrowed from the decoded frame and
+    /// checked as a full decode checks it, to `text` (when given) instead of copying it into
+    /// an [`Event`].
+    fn read_at_found<R>(
+        &self,
+        number: u64,
+        seq: Seq,
+        run: Run,
+        cache: &mut FrameCache,
+        mut text: Option<&mut dyn FnMut(EventText<'_>) -> R>,
+    ) -> Result<Found<R>, ReadError> {
         let loc = run.location;
         let position = loc.position();
         let payload = cache.get(&self.segments, loc, &self.limits)?;
@@ -203,6 +251,28 @@ impl Store {
                     continue;
                 }
             }
+            if let Some(f) = text.as_mut()
+                && Record::is_lean(bytes)
+            {
+                let (t, len) = decode_text(bytes, |session| context.last(session))
+                    .map_err(|e| corrupt(format!("record offset {at}: {e}")))?;
+                context.note(t.session, t.seq, t.time);
+                let next = at + len;
+                if t.session == number {
+                    if t.seq == seq {
+                        cache.cursor = Some((frame_key(&loc), number, seq, t.time, next));
+                        return Ok(Found::Text(f(t)));
+                    }
+                    if t.seq > seq {
+                        return Err(corrupt(format!(
+                            "the record at record offset {at} is event seq {} of session number {number}, past seq {seq} (the index run starts at seq {} record offset {})",
+                            t.seq, run.first_seq, loc.record_offset
+                        )));
+                    }
+                }
+                at = next;
+                continue;
+            }
             let (record, rest) = Record::decode_in(bytes, &mut context)
                 .map_err(|e| corrupt(format!("record offset {at}: {e}")))?;
             let next = payload.len() - rest.len();
@@ -211,7 +281,7 @@ impl Store {
             {
                 if event.seq == seq {
                     cache.cursor = Some((frame_key(&loc), number, seq, event.time, next));
-                    return Ok(Event::from(event));
+                    return Ok(Found::Event(Event::from(event)));
                 }
                 if event.seq > seq {
                     return Err(corrupt(format!(
@@ -402,6 +472,7 @@ impl Store {
             let result = core.messages.refresh(state.surface(), &lookup);
             core.state = Some(state);
             result.map_err(derive_error)?;
+            // Clones of the cached messages share their text (no copy).
             return Ok(core.messages.messages().to_vec());
         }
         drop(core);
@@ -435,39 +506,6 @@ impl Store {
 
 pub(super) fn derive_error(e: crate::session::derive::DeriveError) -> ReadError {
     ReadError::Derive(Box::new(e))
-}
-
-/// Earlier events of a session, as the semantics ask for them: the batch being appended
-/// first, then the store (following fork links).
-pub(crate) struct StoreLookup<'a> {
-    pub(crate) store: &'a Store,
-    pub(crate) number: u64,
-    pub(crate) batch: &'a [Event],
-    /// The last frame read, kept across lookups: a walk over the surface (resume, messages)
-    /// decodes each frame once, not once per node.
-    cache: std::cell::RefCell<FrameCache>,
-}
-
-impl<'a> StoreLookup<'a> {
-    /// A lookup of session `number`'s events, seeing `batch` (events being appended) first.
-    pub(crate) fn new(store: &'a Store, number: u64, batch: &'a [Event]) -> StoreLookup<'a> {
-        StoreLookup {
-            store,
-            number,
-            batch,
-            cache: std::cell::RefCell::default(),
-        }
-    }
-}
-
-impl EventLookup for StoreLookup<'_> {
-    fn event_at(&self, seq: Seq) -> Result<Option<std::borrow::Cow<'_, Event>>, LookupError> {
-        match self.cache.try_borrow_mut() {
-            Ok(mut cache) => self.event_at_cached(seq, &mut cache),
-            // A lookup made while one is in progress (resolving a citation) reads on its own.
-            Err(_) => self.event_at_cached(seq, &mut FrameCache::default()),
-        }
-    }
 }
 
 /// An iterator over a session's events (see [`Store::events`]).
@@ -537,101 +575,11 @@ impl Iterator for Events<'_> {
     }
 }
 
-/// Frames a [`FrameCache`] keeps at most (the most recently read first out of it last).
-const CACHED_FRAMES: usize = 4;
-/// Decoded bytes a [`FrameCache`] keeps at most (a single larger frame is still kept alone).
-const CACHED_BYTES: usize = 24 << 20;
-
-/// Keeps the last few decoded frames (at most [`CACHED_FRAMES`] and [`CACHED_BYTES`]), so a
-/// walk that reads neighbouring events, or goes back and forth between a few frames (a fork
-/// reading its parent's frames, a lookup of a cited event), decodes each frame once.
-#[derive(Debug, Default)]
-pub(crate) struct FrameCache {
-    /// The segments' GC generation the cached frames were read at.
-    generation: u64,
-    /// (segment, frame offset) and payload, most recently used last.
-    frames: Vec<(FrameKey, Arc<Vec<u8>>)>,
-    /// The last event read: (its frame, session number, seq, time, offset just past its
-    /// record),
-    /// so reading the session's next seq from that frame continues the walk from there.
-    cursor: Option<(FrameKey, u64, Seq, i64, usize)>,
-    /// The index runs last looked up (a frame's records never move but in a GC, which moves
-    /// `generation` and empties the cache).
-    runs: Option<RunBatch>,
-}
-
-/// Runs a [`FrameCache`] looks up at once.
-const RUN_BATCH: usize = 256;
-
-/// The runs of session `number` holding seqs `from..to`, as [`crate::index::Index::runs`]
-/// gave them (at most [`RUN_BATCH`]; `truncated` when that many).
-#[derive(Debug)]
-struct RunBatch {
-    number: u64,
-    from: Seq,
-    to: Seq,
-    runs: Vec<Run>,
-    truncated: bool,
-}
-
-impl FrameCache {
-    /// The run an index lookup of `seq` gives (the last run starting at or before it, when
-    /// it holds `seq`), answered from the cached batch when the batch holds every run that
-    /// starts between its first seq and `seq`; `None` otherwise.
-    fn cached_run(&self, number: u64, seq: Seq) -> Option<Run> {
-        let b = self.runs.as_ref()?;
-        if b.number != number || seq < b.from || seq >= b.to {
-            return None;
-        }
-        if b.truncated && seq > b.runs.last()?.first_seq {
-            return None;
-        }
-        let i = b.runs.partition_point(|r| r.first_seq <= seq);
-        let run = *b.runs.get(i.checked_sub(1)?)?;
-        run.contains(seq).then_some(run)
-    }
-
-    /// Forgets the cached frames when a GC installed compacted segments since they were read
-    /// (`generation` moved); returns true then.
-    pub(crate) fn follow_generation(&mut self, generation: u64) -> bool {
-        if self.generation == generation {
-            return false;
-        }
-        *self = FrameCache {
-            generation,
-            ..FrameCache::default()
-        };
-        true
-    }
-
-    fn get(
-        &mut self,
-        segments: &Segments,
-        loc: Location,
-        limits: &FrameLimits,
-    ) -> Result<Arc<Vec<u8>>, ReadError> {
-        let key = frame_key(&loc);
-        if let Some(i) = self.frames.iter().position(|(k, _)| *k == key) {
-            let entry = self.frames.remove(i);
-            let payload = entry.1.clone();
-            self.frames.push(entry);
-            return Ok(payload);
-        }
-        let payload = Arc::new(segments.read_frame(loc.position(), loc.frame_len, limits)?);
-        let mut bytes = payload.len();
-        let mut keep = 0;
-        for (_, p) in self.frames.iter().rev() {
-            if keep + 1 >= CACHED_FRAMES || bytes + p.len() > CACHED_BYTES {
-                break;
-            }
-            bytes += p.len();
-            keep += 1;
-        }
-        let drop = self.frames.len() - keep;
-        self.frames.drain(..drop);
-        self.frames.push((key, payload.clone()));
-        Ok(payload)
-    }
+/// An event read from the log: whole, or (a lean record read for its text) what the
+/// reader's `text` callback made of its borrowed text.
+pub(crate) enum Found<R> {
+    Event(Event),
+    Text(R),
 }
 
 /// True when `legacy::convert_event` certainly leaves this event as it is, found from the
@@ -660,14 +608,6 @@ pub(super) fn current_message_shape(kind: &str, data: &str) -> bool {
     let mut found = false;
     crate::json::visit_members_valid(data, start, |key, _, _| found |= marks.contains(&key));
     found
-}
-
-/// A frame: (segment, frame offset).
-type FrameKey = (u64, u64);
-
-/// The frame a location is in.
-fn frame_key(loc: &Location) -> FrameKey {
-    (loc.segment, loc.frame_offset)
 }
 
 fn info_of(r: &SessionRow) -> SessionInfo {

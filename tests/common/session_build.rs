@@ -146,7 +146,7 @@ impl Sess {
         self.cache
             .messages()
             .iter()
-            .map(|m| m.json.clone())
+            .map(|m| m.json.to_string())
             .collect()
     }
 }

@@ -176,7 +176,7 @@ fn the_cache_equals_a_scratch_replay_while_growing_and_rebuilds_on_replace() {
         cache.messages()[0],
         DerivedMessage {
             seq: 10,
-            json: user_data("k", "checkpoint")
+            json: user_data("k", "checkpoint").into()
         }
     );
 }
@@ -236,7 +236,10 @@ fn replay_from_seed_gives_equal_derivation() {
     let from_replay = derive_messages(replay.surface().nodes(), &s.log).unwrap();
     let live: Vec<String> = s.messages();
     assert_eq!(
-        from_replay.into_iter().map(|m| m.json).collect::<Vec<_>>(),
+        from_replay
+            .into_iter()
+            .map(|m| m.json.to_string())
+            .collect::<Vec<_>>(),
         live
     );
     assert_eq!(replay.surface().nodes(), &[1, 2]);

@@ -115,7 +115,7 @@ fn compare(base: &str, exp: &JsonValue, loaded: &mut LoadedSession, stored_event
             "{base}: message {i} (value)"
         );
         // … and as text: our output is the stored slice, which dsh wrote with JSON.stringify.
-        assert_eq!(ours.json, stringify(theirs), "{base}: message {i} (text)");
+        assert_eq!(*ours.json, *stringify(theirs), "{base}: message {i} (text)");
     }
 }
 

@@ -156,7 +156,7 @@ fn an_explicit_earlier_boundary_while_the_source_has_an_open_tail() {
     let child = child_of(&s, &plan);
     let messages = derive_messages(child.state.surface().nodes(), &child.log).unwrap();
     assert_eq!(messages.len(), 1);
-    assert_eq!(messages[0].json, user_data("first", "only this"));
+    assert_eq!(*messages[0].json, *user_data("first", "only this"));
 }
 
 #[test]

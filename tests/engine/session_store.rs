@@ -480,3 +480,86 @@ fn messages_decode_each_frame_once_however_the_session_was_written() {
         "{frames} frame reads for {nodes} surface nodes in a few big frames"
     );
 }
+
+/// The messages a resumed session hands out share their text with the store's message
+/// cache: a second `messages()` gives the same `Arc<str>`s (the text is not copied again),
+/// and messages appended later join the cache without copying the earlier ones.
+#[test]
+fn resumed_messages_share_the_cached_text() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path(), buffered()).unwrap();
+        let s = store.create(SessionHeader::new("shared", 1)).unwrap();
+        for t in 1..=3 {
+            turn(&s, t, 2);
+        }
+        store.close().unwrap();
+    }
+    let store = Store::open(dir.path(), buffered()).unwrap();
+    let s = store.resume("shared").unwrap();
+    let first = s.messages().unwrap();
+    let again = s.messages().unwrap();
+    assert_eq!(first.len(), 9, "3 messages a turn");
+    assert_eq!(first, again);
+    for (a, b) in first.iter().zip(&again) {
+        assert!(Arc::ptr_eq(&a.json, &b.json), "seq {}: copied", a.seq);
+    }
+    turn(&s, 4, 2);
+    let grown = s.messages().unwrap();
+    assert_eq!(grown.len(), 12);
+    for (a, b) in first.iter().zip(&grown) {
+        assert!(Arc::ptr_eq(&a.json, &b.json), "seq {}: copied", a.seq);
+    }
+    assert!(grown[9].json.contains(r#""u4""#), "{}", grown[9].json);
+}
+
+/// A message stored in an older shape (a legacy `tool/result`: `{callId, content, isError}`)
+/// is derived from its converted view, as dsh's loader presents it, while the messages of
+/// the current shape beside it are read from their frame's text: the store gives what
+/// deriving from the converted events gives.
+#[test]
+fn messages_of_older_shapes_are_derived_from_their_converted_view() {
+    use sessionlog::event::SurfaceOp;
+    use sessionlog::session::derive::derive_messages;
+    use sessionlog::session::legacy::LegacyView;
+    let log = vec![
+        Event::new("turn/start", 0, 1000, r#"{"turn":1}"#),
+        Event::new("step/start", 1, 1001, r#"{"turn":1,"step":1}"#),
+        Event::new("user/message", 2, 1002, user("u1", "list files"))
+            .with_surface_op(SurfaceOp::Append),
+        Event::new("assistant/message", 3, 1003, assistant(1, "a1", "ls", Some("c1")))
+            .with_surface_op(SurfaceOp::Append),
+        Event::new("tool/call", 4, 1004, r#"{"turn":1,"step":1,"callId":"c1","name":"bash","arguments":{}}"#),
+        Event::new(
+            "tool/result",
+            5,
+            1005,
+            r#"{"turn":1,"step":1,"callId":"c1","content":[{"type":"text","text":"ok"}],"isError":false}"#,
+        )
+        .with_surface_op(SurfaceOp::Append)
+        .with_sources(vec![4]),
+        Event::new("step/end", 6, 1006, r#"{"turn":1,"step":1}"#),
+        Event::new("turn/end", 7, 1007, r#"{"turn":1,"reason":{"kind":"completed"}}"#),
+    ];
+    let view = LegacyView::convert("legacy", &log).unwrap();
+    assert_eq!(view.len(), 1, "the tool result is of the older shape");
+    let converted = view.apply(&log);
+    let want = derive_messages(&[2, 3, 5], &converted).unwrap();
+    assert!(
+        want[2].json.contains(r#""callId":"c1""#),
+        "{}",
+        want[2].json
+    );
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path(), buffered()).unwrap();
+        store
+            .import_session(SessionHeader::new("legacy", 1), log, None)
+            .unwrap();
+        store.close().unwrap();
+    }
+    let store = Store::open(dir.path(), buffered()).unwrap();
+    assert_eq!(store.messages("legacy").unwrap(), want, "a plain read");
+    let s = store.resume("legacy").unwrap();
+    assert_eq!(s.messages().unwrap(), want, "resumed");
+}

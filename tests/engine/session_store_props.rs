@@ -56,7 +56,7 @@ fn fold(events: &[Event]) -> (Vec<Seq>, Vec<String>) {
     let messages = derive_messages(&surface, &events.to_vec())
         .unwrap()
         .into_iter()
-        .map(|m| m.json)
+        .map(|m| m.json.to_string())
         .collect();
     (surface, messages)
 }
@@ -137,7 +137,7 @@ proptest! {
             prop_assert_eq!(&stored, &model);
             let (surface, messages) = fold(&model);
             prop_assert_eq!(s.surface().unwrap(), surface);
-            let got: Vec<String> = s.messages().unwrap().into_iter().map(|m| m.json).collect();
+            let got: Vec<String> = s.messages().unwrap().into_iter().map(|m| m.json.to_string()).collect();
             prop_assert_eq!(got, messages);
         }
         // And once more from a rebuilt index.
@@ -147,7 +147,7 @@ proptest! {
         let s = store.session(&id).unwrap();
         let (surface, messages) = fold(&model);
         prop_assert_eq!(s.surface().unwrap(), surface);
-        let got: Vec<String> = s.messages().unwrap().into_iter().map(|m| m.json).collect();
+        let got: Vec<String> = s.messages().unwrap().into_iter().map(|m| m.json.to_string()).collect();
         prop_assert_eq!(got, messages);
     }
 }

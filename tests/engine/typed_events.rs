@@ -170,7 +170,7 @@ fn a_whole_session_through_the_typed_api_passes_full_validation() {
         .messages()
         .expect("messages")
         .into_iter()
-        .map(|m| m.json)
+        .map(|m| m.json.to_string())
         .collect();
     assert_eq!(derived, expected_messages);
 
@@ -253,7 +253,7 @@ fn a_whole_session_through_the_typed_api_passes_full_validation() {
         .messages()
         .expect("messages")
         .into_iter()
-        .map(|m| m.json)
+        .map(|m| m.json.to_string())
         .collect();
     assert_eq!(derived, after);
     let len = s.len();
@@ -292,7 +292,7 @@ fn a_whole_session_through_the_typed_api_passes_full_validation() {
         .messages()
         .expect("messages")
         .into_iter()
-        .map(|m| m.json)
+        .map(|m| m.json.to_string())
         .collect();
     assert_eq!(derived, after);
 
@@ -715,7 +715,7 @@ fn a_tool_result_is_pruned_by_a_content_only_rewrite() {
     let messages = s.messages().expect("messages");
     assert_eq!(messages.len(), 2);
     assert_eq!(messages[1].seq, rewrite);
-    assert_eq!(messages[1].json, pruned.message_json());
+    assert_eq!(*messages[1].json, *pruned.message_json());
     assert_eq!(s.replace_generation().expect("generation"), 1);
 
     // A rewrite that changes more than content (here: the error flag) is refused.

@@ -273,7 +273,7 @@ fn garbage_state_checkpoint_is_replayed() {
                 .messages("a")
                 .unwrap()
                 .into_iter()
-                .map(|m| m.json)
+                .map(|m| m.json.to_string())
                 .collect();
             let s = store.surface("a").unwrap();
             store.close().unwrap();
@@ -300,7 +300,7 @@ fn garbage_state_checkpoint_is_replayed() {
             .messages("a")
             .unwrap()
             .into_iter()
-            .map(|m| m.json)
+            .map(|m| m.json.to_string())
             .collect();
         assert_eq!(after.len(), 4, "{what}");
         assert_eq!(&after[..3], &messages[..], "{what}");
