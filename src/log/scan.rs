@@ -113,17 +113,36 @@ impl Window {
         })
     }
 
-    /// `len` bytes at `offset` (the caller checked `offset + len <= file_len`).
-    fn bytes(&mut self, offset: u64, len: usize) -> io::Result<&[u8]> {
+    /// `len` bytes at `offset` (the caller checked `offset + len <= file_len`), or `None` when
+    /// the file became shorter than that while the scan read it: a writer in this process cut
+    /// the zeros it had preallocated after its last frame (format-spec.md §2) when it sealed
+    /// the segment or closed. The window then ends at the file's new end.
+    fn bytes(&mut self, offset: u64, len: usize) -> io::Result<Option<&[u8]>> {
         let end = offset + len as u64;
         if offset < self.start || end > self.start + self.buf.len() as u64 {
-            let want = (len.max(self.chunk) as u64).min(self.file_len - offset) as usize;
-            self.buf.resize(want, 0);
-            self.file.read_exact_at(&mut self.buf, offset)?;
+            loop {
+                let left = self.file_len.saturating_sub(offset);
+                if left < len as u64 {
+                    return Ok(None);
+                }
+                let want = (len.max(self.chunk) as u64).min(left) as usize;
+                self.buf.resize(want, 0);
+                match self.file.read_exact_at(&mut self.buf, offset) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                        let now = self.file.len()?;
+                        if now >= self.file_len {
+                            return Err(e);
+                        }
+                        self.file_len = now;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
             self.start = offset;
         }
         let from = (offset - self.start) as usize;
-        Ok(&self.buf[from..from + len])
+        Ok(Some(&self.buf[from..from + len]))
     }
 
     /// Tries to decode a frame at `offset`.
@@ -139,8 +158,17 @@ impl Window {
                 available,
             }));
         }
+        let shrunk = |file_len: u64, needed: u64| {
+            Ok(Err(DecodeError::Truncated {
+                needed,
+                available: file_len.saturating_sub(offset),
+            }))
+        };
         let mut hb = [0u8; FRAME_HEADER_LEN];
-        hb.copy_from_slice(self.bytes(offset, FRAME_HEADER_LEN)?);
+        match self.bytes(offset, FRAME_HEADER_LEN)? {
+            Some(b) => hb.copy_from_slice(b),
+            None => return shrunk(self.file_len, FRAME_HEADER_LEN as u64),
+        }
         let header = match FrameHeader::parse(&hb, limits) {
             Ok(h) => h,
             Err(e) => return Ok(Err(e)),
@@ -151,7 +179,9 @@ impl Window {
                 available,
             }));
         }
-        let bytes = self.bytes(offset, header.frame_len() as usize)?;
+        let Some(bytes) = self.bytes(offset, header.frame_len() as usize)? else {
+            return shrunk(self.file_len, header.frame_len());
+        };
         Ok(frame::decode_payload(&header, &bytes[8..]).map(|p| (header, p)))
     }
 
@@ -161,7 +191,9 @@ impl Window {
         let mut at = offset;
         while at < self.file_len {
             let n = (self.file_len - at).min(self.chunk as u64) as usize;
-            let bytes = self.bytes(at, n)?;
+            let Some(bytes) = self.bytes(at, n)? else {
+                continue; // the file is shorter now: check up to its new end
+            };
             if !bytes
                 .chunks(64)
                 .all(|c| c.iter().fold(0u8, |acc, &b| acc | b) == 0)

@@ -443,6 +443,11 @@ impl Store {
         // Whatever no valid frame covers is damaged: frames the scan skipped, a torn tail and
         // an operation cut with it, a frame being written while the scan read.
         for seg in &mut segments {
+            // A writer in this process may have sealed the last segment during the scan,
+            // cutting its zeros: the file is then shorter than listed (format-spec.md §2).
+            if let Ok(now) = self.segments.file(seg.number).and_then(|f| f.len()) {
+                seg.size = seg.size.min(now);
+            }
             let header = SEGMENT_HEADER_LEN.min(seg.size);
             seg.overhead += header;
             let accounted =

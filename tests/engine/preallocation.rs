@@ -239,6 +239,8 @@ fn zeros_before_a_later_frame_are_damage() {
 #[derive(Debug, Default)]
 struct Watch {
     refuse_zeros: AtomicBool,
+    /// Segment reads wait a little first (so a scan's reads fall after the writer's cuts).
+    slow_reads: AtomicBool,
     syncs: AtomicU64,
     resizing_syncs: AtomicU64,
     refused: AtomicU64,
@@ -256,6 +258,9 @@ struct WatchFile {
 
 impl StorageFile for WatchFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        if self.watch.slow_reads.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
         self.inner.read_exact_at(buf, offset)
     }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
@@ -372,4 +377,64 @@ fn a_disk_too_full_for_the_zeros_still_takes_the_frames() {
         assert_eq!(&read_all(&store, id), events);
     }
     assert!(store.verify().unwrap().problems.is_empty());
+}
+
+#[test]
+fn scans_beside_a_writer_that_seals_segments_read_what_is_there() {
+    // `Store::space`, `verify` and `gc` scan the active segment while its writer fills it,
+    // seals it (cutting its zeros: the file becomes shorter under the scan) and rolls over.
+    let dir = tempfile::tempdir().unwrap();
+    let watch = Arc::new(Watch::default());
+    watch.slow_reads.store(true, Ordering::SeqCst);
+    let fs: Arc<dyn FileSystem> = Arc::new(WatchFs(watch));
+    let config = prealloc_config(4096).segment_bytes(4096).with_fs(fs);
+    let store = Arc::new(Store::open(dir.path(), config).unwrap());
+    for i in 0..4 {
+        store
+            .create_session(sessionlog::event::SessionHeader::new(format!("s{i}"), i))
+            .unwrap();
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (store, done) = (store.clone(), done.clone());
+        std::thread::spawn(move || {
+            for seq in 0..150 {
+                for i in 0..4u64 {
+                    store
+                        .append(&format!("s{i}"), synthetic_event(seq, i))
+                        .unwrap();
+                }
+            }
+            done.store(true, Ordering::SeqCst);
+        })
+    };
+    let mut scans = 0;
+    while !done.load(Ordering::SeqCst) {
+        let space = store
+            .space(&mut |_, _| {})
+            .expect("space beside the writer");
+        assert!(
+            space
+                .segments
+                .iter()
+                .filter(|s| s.sealed)
+                .all(|s| s.preallocated == 0),
+            "{:?}",
+            space.segments
+        );
+        if scans % 8 == 0 {
+            store.verify().expect("verify beside the writer");
+            store
+                .gc(sessionlog::store::GcOptions::default(), &mut |_, _| {})
+                .expect("gc beside the writer");
+        }
+        scans += 1;
+    }
+    writer.join().unwrap();
+    assert!(scans > 3, "the scans ran beside the appends: {scans}");
+    let report = store.verify().unwrap();
+    assert!(
+        report.bad_frames.is_empty() && report.problems.is_empty(),
+        "{report:?}"
+    );
 }
