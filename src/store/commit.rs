@@ -658,7 +658,11 @@ impl Committer {
                     st.carry_keys = carry_keys;
                     st.carry_bytes = carried;
                 }
-                self.wake(&mut st);
+                let woken = self.to_wake(&mut st);
+                drop(st);
+                for cv in woken {
+                    cv.notify_one();
+                }
                 Ok(())
             }
             Err(e) => {

@@ -98,37 +98,58 @@ impl Committer {
     /// those whose records reached their goal, the pipelined encoder once the leader is done,
     /// and (through [`Committer::offer_role`]) one waiter for a free role.
     pub(super) fn wake(&self, st: &mut State) {
+        for cv in self.to_wake(st) {
+            cv.notify_one();
+        }
+    }
+
+    /// [`Committer::wake`] for a caller that releases the state lock right after: the
+    /// waiters to notify once it is released. Notified under the lock, each woken thread
+    /// would first block on the lock its waker still holds (one more sleep and wake-up per
+    /// waiter); notified after, it takes the lock at once. No wake-up is lost: a waiter
+    /// releases the lock only inside its condition variable's wait, so it is waiting when
+    /// the notification comes (or woke spuriously and re-checks, as every waiter does).
+    pub(super) fn to_wake(&self, st: &mut State) -> Vec<Arc<Condvar>> {
+        let mut out: Vec<Arc<Condvar>> = Vec::new();
         if st.failed.is_some() {
-            for w in &st.waiters.list {
-                w.cv.notify_one();
-            }
-            return;
+            out.extend(st.waiters.list.iter().map(|w| w.cv.clone()));
+            return out;
         }
         for w in &st.waiters.list {
             if progress(st, w.want) {
-                w.cv.notify_one();
+                out.push(w.cv.clone());
             }
         }
-        self.offer_role(st);
+        if let Some(cv) = self.role_taker(st) {
+            out.push(cv);
+        }
+        out
     }
 
     /// Offers a free role (leader, or encoder of the records staged while a leader writes)
     /// to the first waiter that can take it, unless an offer is already on its way. A thread
     /// that goes on without taking a role it may have been offered calls this again.
     pub(super) fn offer_role(&self, st: &mut State) {
+        if let Some(cv) = self.role_taker(st) {
+            cv.notify_one();
+        }
+    }
+
+    /// [`Committer::offer_role`]'s choice: the waiter to notify (recorded as offered).
+    fn role_taker(&self, st: &mut State) -> Option<Arc<Condvar>> {
         if st.failed.is_some() {
-            return;
+            return None;
         }
         if let Some(id) = st.waiters.offered
             && st.waiters.list.iter().any(|w| w.id == id)
         {
-            return;
+            return None;
         }
         st.waiters.offered = None;
         let leader_free = !st.leader && !st.encoding;
         let encoder_free = st.leader && !st.encoding && !st.staged.raw.is_empty();
         if !(leader_free || encoder_free) {
-            return;
+            return None;
         }
         let taker = st.waiters.list.iter().find(|w| {
             !progress(st, w.want)
@@ -137,11 +158,10 @@ impl Committer {
                     Want::Commit { lsn, .. } => leader_free || lsn > st.taken_lsn,
                     Want::LeaderDone => false,
                 }
-        });
-        if let Some(w) = taker {
-            w.cv.notify_one();
-            st.waiters.offered = Some(w.id);
-        }
+        })?;
+        let cv = taker.cv.clone();
+        st.waiters.offered = Some(taker.id);
+        Some(cv)
     }
 }
 
