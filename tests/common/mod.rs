@@ -12,6 +12,7 @@ pub mod session_build;
 pub mod session_fixtures;
 pub mod shared_fixtures;
 pub mod sqlite_fixtures;
+pub mod wrap_fs;
 
 /// The shared fixtures directory, or `None` (with a loud `SKIPPED` note) when it is absent.
 pub fn fixtures_dir(_what: &str) -> Option<PathBuf> {

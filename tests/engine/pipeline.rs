@@ -11,9 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sessionlog::event::SessionHeader;
-use sessionlog::fs::{FileSystem, OpenMode, StdFileSystem, StorageFile};
+use sessionlog::fs::{FileSystem, StorageFile};
 use sessionlog::store::{Durability, Store};
 
+use crate::common::wrap_fs::WrapFs;
 use crate::common::{config, read_all, synthetic_event};
 
 #[derive(Debug, Default)]
@@ -22,11 +23,6 @@ struct Log {
     violations: Vec<String>,
     syncs: u64,
     writes: u64,
-}
-
-#[derive(Debug)]
-struct SlowSyncFs {
-    log: Arc<Mutex<Log>>,
 }
 
 #[derive(Debug)]
@@ -91,9 +87,10 @@ impl StorageFile for SlowSyncFile {
     }
 }
 
-impl FileSystem for SlowSyncFs {
-    fn open(&self, path: &Path, mode: OpenMode) -> std::io::Result<Arc<dyn StorageFile>> {
-        let inner = StdFileSystem.open(path, mode)?;
+/// The real file system, with every segment sync slowed and recorded in `log`.
+fn slow_sync_fs(log: &Arc<Mutex<Log>>) -> Arc<dyn FileSystem> {
+    let log = log.clone();
+    WrapFs::shared(move |path, inner| {
         let segment = path
             .parent()
             .and_then(Path::file_name)
@@ -102,29 +99,11 @@ impl FileSystem for SlowSyncFs {
             inner,
             segment,
             name: path.display().to_string(),
-            log: self.log.clone(),
+            log: log.clone(),
             syncing: AtomicU64::new(0),
             unsynced: AtomicU64::new(0),
         }))
-    }
-    fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
-        StdFileSystem.create_dir_all(path)
-    }
-    fn list(&self, dir: &Path) -> std::io::Result<Vec<String>> {
-        StdFileSystem.list(dir)
-    }
-    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
-        StdFileSystem.remove_file(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
-        StdFileSystem.rename(from, to)
-    }
-    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
-        StdFileSystem.sync_dir(dir)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        StdFileSystem.exists(path)
-    }
+    })
 }
 
 #[test]
@@ -133,7 +112,7 @@ fn a_batch_is_written_only_after_the_previous_sync_and_nothing_acknowledged_is_l
     const EVENTS: u64 = 40;
     let dir = tempfile::tempdir().unwrap();
     let log = Arc::new(Mutex::new(Log::default()));
-    let fs: Arc<dyn FileSystem> = Arc::new(SlowSyncFs { log: log.clone() });
+    let fs = slow_sync_fs(&log);
     let store = Arc::new(
         Store::open(
             dir.path(),
@@ -192,7 +171,7 @@ fn every_kind_of_waiter_is_woken_and_nothing_acknowledged_is_lost() {
     const EVENTS: u64 = 60;
     let dir = tempfile::tempdir().unwrap();
     let slow = Arc::new(Mutex::new(Log::default()));
-    let fs: Arc<dyn FileSystem> = Arc::new(SlowSyncFs { log: slow.clone() });
+    let fs = slow_sync_fs(&slow);
     let store = Arc::new(Store::open(dir.path(), config(Durability::Sync).with_fs(fs)).unwrap());
     // `w12` is the GC's: deleted, and not the newest session (so its records may go).
     for name in (0..THREADS + 1)

@@ -8,12 +8,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sessionlog::error::OpenError;
-use sessionlog::fs::{FileSystem, OpenMode, StdFileSystem, StorageFile};
+use sessionlog::fs::{FileSystem, StorageFile};
 use sessionlog::log::frame::{self, FrameLimits};
 use sessionlog::log::scan::RecoveryMode;
 use sessionlog::log::segment::SEGMENT_HEADER_LEN;
 use sessionlog::store::{Config, Durability, Store};
 
+use crate::common::wrap_fs::WrapFs;
 use crate::common::{config, fill, read_all, synthetic_event};
 
 /// The segment files, in order.
@@ -247,9 +248,6 @@ struct Watch {
 }
 
 #[derive(Debug)]
-struct WatchFs(Arc<Watch>);
-
-#[derive(Debug)]
 struct WatchFile {
     inner: Arc<dyn StorageFile>,
     watch: Arc<Watch>,
@@ -294,37 +292,20 @@ impl StorageFile for WatchFile {
     }
 }
 
-impl FileSystem for WatchFs {
-    fn open(&self, path: &Path, mode: OpenMode) -> std::io::Result<Arc<dyn StorageFile>> {
-        let inner = StdFileSystem.open(path, mode)?;
+/// The real file system with its segment files watched by `watch`.
+fn watch_fs(watch: &Arc<Watch>) -> Arc<dyn FileSystem> {
+    let watch = watch.clone();
+    WrapFs::shared(move |path, inner| {
         if path.extension().is_none_or(|x| x != "seg") {
             return Ok(inner);
         }
         let len = inner.len()?;
         Ok(Arc::new(WatchFile {
             inner,
-            watch: self.0.clone(),
+            watch: watch.clone(),
             synced_len: Mutex::new(len),
         }))
-    }
-    fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
-        StdFileSystem.create_dir_all(path)
-    }
-    fn list(&self, dir: &Path) -> std::io::Result<Vec<String>> {
-        StdFileSystem.list(dir)
-    }
-    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
-        StdFileSystem.remove_file(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
-        StdFileSystem.rename(from, to)
-    }
-    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
-        StdFileSystem.sync_dir(dir)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        StdFileSystem.exists(path)
-    }
+    })
 }
 
 #[test]
@@ -332,7 +313,7 @@ fn syncs_over_preallocated_zeros_change_no_file_size() {
     let run = |preallocate: u64| {
         let dir = tempfile::tempdir().unwrap();
         let watch = Arc::new(Watch::default());
-        let fs: Arc<dyn FileSystem> = Arc::new(WatchFs(watch.clone()));
+        let fs = watch_fs(&watch);
         let cfg = prealloc_config(preallocate)
             .segment_bytes(1 << 20)
             .with_fs(fs);
@@ -362,7 +343,7 @@ fn a_disk_too_full_for_the_zeros_still_takes_the_frames() {
     let dir = tempfile::tempdir().unwrap();
     let watch = Arc::new(Watch::default());
     watch.refuse_zeros.store(true, Ordering::SeqCst);
-    let fs: Arc<dyn FileSystem> = Arc::new(WatchFs(watch.clone()));
+    let fs = watch_fs(&watch);
     let store = Store::open(dir.path(), prealloc_config(16 << 10).with_fs(fs.clone())).unwrap();
     let written = fill(&store, 2, 30);
     assert!(
@@ -386,7 +367,7 @@ fn scans_beside_a_writer_that_seals_segments_read_what_is_there() {
     let dir = tempfile::tempdir().unwrap();
     let watch = Arc::new(Watch::default());
     watch.slow_reads.store(true, Ordering::SeqCst);
-    let fs: Arc<dyn FileSystem> = Arc::new(WatchFs(watch));
+    let fs = watch_fs(&watch);
     let config = prealloc_config(4096).segment_bytes(4096).with_fs(fs);
     let store = Arc::new(Store::open(dir.path(), config).unwrap());
     for i in 0..4 {
