@@ -51,6 +51,19 @@ fn layout(dir: &Path) -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// Checks that `Store::space` counts zeros in no sealed segment.
+fn sealed_have_no_zeros(space: &sessionlog::SpaceReport) {
+    assert!(
+        space
+            .segments
+            .iter()
+            .filter(|s| s.sealed)
+            .all(|s| s.preallocated == 0),
+        "{:?}",
+        space.segments
+    );
+}
+
 fn prealloc_config(bytes: u64) -> Config {
     config(Durability::Sync).preallocate_bytes(bytes)
 }
@@ -152,16 +165,7 @@ fn sealed_segments_never_keep_zeros() {
             "a sealed segment ends at its last frame: {files:?}"
         );
     }
-    let space = store.space(&mut |_, _| {}).unwrap();
-    assert!(
-        space
-            .segments
-            .iter()
-            .filter(|s| s.sealed)
-            .all(|s| s.preallocated == 0),
-        "{:?}",
-        space.segments
-    );
+    sealed_have_no_zeros(&store.space(&mut |_, _| {}).unwrap());
     store.close().unwrap();
 }
 
@@ -391,17 +395,10 @@ fn scans_beside_a_writer_that_seals_segments_read_what_is_there() {
     };
     let mut scans = 0;
     while !done.load(Ordering::SeqCst) {
-        let space = store
-            .space(&mut |_, _| {})
-            .expect("space beside the writer");
-        assert!(
-            space
-                .segments
-                .iter()
-                .filter(|s| s.sealed)
-                .all(|s| s.preallocated == 0),
-            "{:?}",
-            space.segments
+        sealed_have_no_zeros(
+            &store
+                .space(&mut |_, _| {})
+                .expect("space beside the writer"),
         );
         if scans % 8 == 0 {
             store.verify().expect("verify beside the writer");

@@ -299,3 +299,69 @@ fn the_spec_dictionary_frame_example_decodes_and_is_what_a_version_5_store_wrote
     // dictionary encoder over postcard records.
     assert_eq!(frame::Encoder::new(1).encode(&raw, 64, 0), bytes);
 }
+
+#[test]
+fn the_spec_zero_tail_example_ends_the_log_and_a_changed_zero_is_a_torn_tail() {
+    use sessionlog::error::{LogPosition, OpenError};
+    use sessionlog::fs::StdFileSystem;
+    use sessionlog::log::Segments;
+    use sessionlog::log::scan::{RecoveryMode, scan};
+    use sessionlog::log::segment;
+
+    let bytes = hexdump_after(
+        "Example: a last segment left by a writer that did not close",
+        1,
+    );
+    assert_eq!(bytes.len(), 32 + 53 + 16);
+    assert_eq!(&bytes[32..85], &spec_example()[..], "the frame of §4.1");
+    assert!(bytes[85..].iter().all(|&b| b == 0));
+    let run = |bytes: &[u8], mode: RecoveryMode| {
+        let dir = tempfile::tempdir().unwrap();
+        let seg_dir = dir.path().join("segments");
+        std::fs::create_dir_all(&seg_dir).unwrap();
+        std::fs::write(segment::path(&seg_dir, 1), bytes).unwrap();
+        let segments = Segments::new(std::sync::Arc::new(StdFileSystem), seg_dir, false).unwrap();
+        let from = LogPosition {
+            segment: 1,
+            offset: segment::SEGMENT_HEADER_LEN,
+        };
+        let mut frames = 0;
+        let report = scan(
+            &segments,
+            &[1],
+            from,
+            mode,
+            &FrameLimits::default(),
+            &mut |_| {
+                frames += 1;
+                Ok(())
+            },
+        );
+        (report, frames)
+    };
+    let end = LogPosition {
+        segment: 1,
+        offset: 85,
+    };
+    // The zeros end the log, even for the strictest mode.
+    let (report, frames) = run(&bytes, RecoveryMode::AbsoluteConsistency);
+    let report = report.unwrap();
+    assert_eq!(frames, 1);
+    assert_eq!(report.end, end);
+    assert_eq!(report.torn_tail, None);
+    assert_eq!(report.zero_tail, Some((end, 16)));
+    // One changed zero makes them a torn frame.
+    let mut torn = bytes.clone();
+    torn[90] = 0x5a;
+    let (report, _) = run(&torn, RecoveryMode::TolerateTornTail);
+    let report = report.unwrap();
+    assert_eq!(report.zero_tail, None);
+    assert_eq!(
+        report.torn_tail.map(|t| (t.position, t.skipped)),
+        Some((end, 16))
+    );
+    match run(&torn, RecoveryMode::AbsoluteConsistency).0 {
+        Err(OpenError::TornTail { position, .. }) => assert_eq!(position, end),
+        other => panic!("a changed zero is a torn tail: {other:?}"),
+    }
+}
