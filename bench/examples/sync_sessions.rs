@@ -28,6 +28,12 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     {
         config = config.preallocate_bytes(bytes);
     }
+    if let Some(bytes) = std::env::var("COMPRESS_THRESHOLD")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        config = config.compress_threshold(bytes);
+    }
     let store = Store::open(dir.path(), config)?;
     let work: Vec<_> = (0..sessions)
         .map(|i| generate_events(&WorkloadConfig::default(), i, per))

@@ -137,9 +137,7 @@ fn peek_lean(bytes: &[u8], utf8: Utf8) -> Option<EventHead> {
     use super::envelope::{Reader, read_head, read_tail};
     let mut r = Reader::new(bytes);
     let head = read_head(&mut r).ok()?;
-    if utf8 == Utf8::Check
-        && (std::str::from_utf8(head.kind).is_err() || std::str::from_utf8(head.data).is_err())
-    {
+    if utf8 == Utf8::Check && !(is_utf8(head.kind) && is_utf8(head.data)) {
         return None;
     }
     // The source seqs are deltas from the event's own seq: their sum is not checked here

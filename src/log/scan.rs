@@ -151,6 +151,26 @@ impl Window {
         offset: u64,
         limits: &FrameLimits,
     ) -> io::Result<Result<(FrameHeader, Vec<u8>), DecodeError>> {
+        let header = match self.header_at(offset, limits)? {
+            Ok(h) => h,
+            Err(e) => return Ok(Err(e)),
+        };
+        let Some(bytes) = self.bytes(offset, header.frame_len() as usize)? else {
+            return Ok(Err(DecodeError::Truncated {
+                needed: header.frame_len(),
+                available: self.file_len.saturating_sub(offset),
+            }));
+        };
+        Ok(frame::decode_payload(&header, &bytes[8..]).map(|p| (header, p)))
+    }
+
+    /// The header of a frame at `offset` that the file holds whole (its payload is neither
+    /// read nor checked).
+    fn header_at(
+        &mut self,
+        offset: u64,
+        limits: &FrameLimits,
+    ) -> io::Result<Result<FrameHeader, DecodeError>> {
         let available = self.file_len.saturating_sub(offset);
         if available < FRAME_HEADER_LEN as u64 {
             return Ok(Err(DecodeError::Truncated {
@@ -158,16 +178,15 @@ impl Window {
                 available,
             }));
         }
-        let shrunk = |file_len: u64, needed: u64| {
-            Ok(Err(DecodeError::Truncated {
-                needed,
-                available: file_len.saturating_sub(offset),
-            }))
-        };
         let mut hb = [0u8; FRAME_HEADER_LEN];
         match self.bytes(offset, FRAME_HEADER_LEN)? {
             Some(b) => hb.copy_from_slice(b),
-            None => return shrunk(self.file_len, FRAME_HEADER_LEN as u64),
+            None => {
+                return Ok(Err(DecodeError::Truncated {
+                    needed: FRAME_HEADER_LEN as u64,
+                    available: self.file_len.saturating_sub(offset),
+                }));
+            }
         }
         let header = match FrameHeader::parse(&hb, limits) {
             Ok(h) => h,
@@ -179,10 +198,7 @@ impl Window {
                 available,
             }));
         }
-        let Some(bytes) = self.bytes(offset, header.frame_len() as usize)? else {
-            return shrunk(self.file_len, header.frame_len());
-        };
-        Ok(frame::decode_payload(&header, &bytes[8..]).map(|p| (header, p)))
+        Ok(Ok(header))
     }
 
     /// True when every byte from `offset` to the end of the file is zero (read a window at
@@ -225,45 +241,58 @@ type Decoded = (u64, FrameHeader, Vec<u8>);
 /// (a thread costs more than decoding a few frames); see [`decode_ahead_from`].
 static AHEAD_MIN_BYTES: AtomicU64 = AtomicU64::new(256 << 10);
 
-/// Sets the fewest bytes left in a segment for which a scan decodes its frames ahead on a
-/// second thread (default 256 KiB). What a scan finds is the same either way; the tests and
+/// Sets the fewest bytes left in a segment for which a scan decodes its frames ahead on
+/// other threads (default 256 KiB). What a scan finds is the same either way; the tests and
 /// the crash simulator, whose segments are small, set it low so that they take both paths.
 pub fn decode_ahead_from(bytes: u64) {
     AHEAD_MIN_BYTES.store(bytes, Ordering::Relaxed);
 }
 
-/// Batches decoded and not yet taken, at most: the thread may run this far ahead, so that
-/// neither thread waits for the other whenever the machine's other work deschedules one.
-const AHEAD_BATCHES: usize = 4;
+/// Batches decoded and not yet taken, per decoding thread, at most: a thread may run this far
+/// ahead, so that no thread waits for another whenever the machine's other work deschedules
+/// one.
+const AHEAD_BATCHES: usize = 3;
 
-/// The decoding thread hands frames over once their payloads reach this many bytes (or the
-/// segment ends): see [`decode_ahead_batch`].
+/// Decoding threads at most (fewer on a machine with fewer cores): decompression is most of a
+/// scan's work, so two decoders keep the scanning thread, which indexes, busy.
+const AHEAD_THREADS: usize = 2;
+
+/// The decoding threads hand frames over in batches of this many bytes of payload (or to the
+/// segment's end): see [`decode_ahead_batch`].
 static AHEAD_BATCH_BYTES: AtomicUsize = AtomicUsize::new(1 << 20);
 
-/// Sets how many bytes of decoded payload the decoding thread hands over at a time (default
-/// 1 MiB: ~50 dsh flush-group frames, decoded in ~0.5 ms, so the scan starts soon and ends soon
-/// after the thread, with few hand-overs, each a thread wake-up or two). For measurements;
-/// what a scan finds does not depend on it.
+/// Sets how many bytes of payload (the frames' declared `raw_len`s) a decoding thread hands
+/// over at a time (default 1 MiB: ~50 dsh flush-group frames, decoded in ~0.5 ms, so the
+/// scan starts soon and ends soon after the threads, with few hand-overs, each a thread
+/// wake-up or two). For measurements and tests; what a scan finds does not depend on it.
 pub fn decode_ahead_batch(bytes: usize) {
     AHEAD_BATCH_BYTES.store(bytes.max(1), Ordering::Relaxed);
 }
 
-/// The decoding thread reads the file this much at a time (more when a frame is longer).
+/// A decoding thread reads the file this much at a time (more when a frame is longer).
 const AHEAD_READ_BYTES: usize = 1 << 20;
 
-/// Frames of one segment decoded (CRC checked, decompressed) ahead of the scan on a second
-/// thread, while the scan's visitor reads the frames before them: a bounded pipeline (at most
-/// [`AHEAD_BATCHES`] batches waiting, one being decoded and one being read: ~6 MiB of
-/// payload with dsh's frames, or that many frames when a frame is larger than a batch).
+/// Frames of one segment decoded (CRC checked, decompressed) ahead of the scan on other
+/// threads, while the scan's visitor reads the frames before them: a bounded pipeline.
 ///
-/// The thread stops at the end of the segment or at the first frame it cannot decode (or read);
-/// the scan then decodes from there on its own thread exactly as without it, so a bad frame is
-/// found, resynchronised after and reported the same way. Dropping it stops the thread and
-/// waits for it (it is between two frames at most one frame's decoding away).
+/// The frames from the start offset are cut into batches by their headers alone (a batch ends
+/// once the declared payload lengths reach [`AHEAD_BATCH_BYTES`]), so every thread walking the
+/// same headers cuts the same batches; with `k` threads, thread `i` decodes batches `i`,
+/// `i + k`, `i + 2k`... and steps over the others by their headers. The scan takes the batches
+/// in order, round robin, and checks that each frame is at the offset it expects.
+///
+/// A thread stops at the end of the segment or at the first frame it cannot decode or step
+/// over; its channel then closes. The scan decodes from the first frame it does not get, on
+/// its own thread, exactly as without the threads, so a bad frame is found, resynchronised
+/// after and reported the same way. Dropping it stops the threads and waits for them (each is
+/// at most one frame's decoding away from noticing).
 struct Ahead {
-    rx: Option<mpsc::Receiver<Vec<Decoded>>>,
+    /// One channel per thread, in thread order; emptied once the scan stops taking.
+    rxs: Vec<mpsc::Receiver<Vec<Decoded>>>,
+    /// The number of the next batch to receive (from `rxs[next % rxs.len()]`).
+    next: usize,
     batch: std::vec::IntoIter<Decoded>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Ahead {
@@ -278,26 +307,46 @@ impl Ahead {
         if file_len.saturating_sub(from) < AHEAD_MIN_BYTES.load(Ordering::Relaxed) {
             return None;
         }
-        let (tx, rx) = mpsc::sync_channel(AHEAD_BATCHES);
-        let window = Window {
-            file,
-            file_len,
-            start: 0,
-            buf: Vec::new(),
-            chunk: AHEAD_READ_BYTES,
-        };
-        let thread = std::thread::Builder::new()
-            .name("sessionlog-scan".into())
-            .spawn(move || decode_ahead(window, from, limits, tx))
-            .ok()?;
-        Some(Ahead {
-            rx: Some(rx),
+        let count = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, AHEAD_THREADS);
+        let batch_bytes = AHEAD_BATCH_BYTES.load(Ordering::Relaxed);
+        let mut ahead = Ahead {
+            rxs: Vec::with_capacity(count),
+            next: 0,
             batch: Vec::new().into_iter(),
-            thread: Some(thread),
-        })
+            threads: Vec::with_capacity(count),
+        };
+        for me in 0..count {
+            let (tx, rx) = mpsc::sync_channel(AHEAD_BATCHES);
+            let window = Window {
+                file: file.clone(),
+                file_len,
+                start: 0,
+                buf: Vec::new(),
+                chunk: AHEAD_READ_BYTES,
+            };
+            let share = Share {
+                me,
+                of: count,
+                batch_bytes,
+            };
+            let thread = std::thread::Builder::new()
+                .name("sessionlog-scan".into())
+                .spawn(move || decode_ahead(window, from, limits, share, tx));
+            match thread {
+                Ok(thread) => {
+                    ahead.rxs.push(rx);
+                    ahead.threads.push(thread);
+                }
+                // Fewer threads than planned would leave batches nobody decodes: stop them.
+                Err(_) => return None,
+            }
+        }
+        Some(ahead)
     }
 
-    /// The frame at `offset` if it was decoded ahead; `None` once the thread stopped before it
+    /// The frame at `offset` if it was decoded ahead; `None` once a thread stopped before it
     /// (the caller decodes it), after which it is always `None`.
     fn take(&mut self, offset: u64) -> Option<(FrameHeader, Vec<u8>)> {
         loop {
@@ -305,13 +354,16 @@ impl Ahead {
                 if at == offset {
                     return Some((header, payload));
                 }
-                // Never expected (the scan follows the frames as the thread did): stop.
+                // Never expected (the scan follows the frames as the threads did): stop.
                 self.stop();
                 return None;
             }
-            let batch = self.rx.as_ref()?.recv();
-            match batch {
-                Ok(batch) => self.batch = batch.into_iter(),
+            let rx = self.rxs.get(self.next % self.rxs.len().max(1))?;
+            match rx.recv() {
+                Ok(batch) => {
+                    self.batch = batch.into_iter();
+                    self.next += 1;
+                }
                 Err(_) => {
                     self.stop();
                     return None;
@@ -320,11 +372,11 @@ impl Ahead {
         }
     }
 
-    /// Stops the thread and waits for it.
+    /// Stops the threads and waits for them.
     fn stop(&mut self) {
-        self.rx = None;
+        self.rxs.clear();
         self.batch = Vec::new().into_iter();
-        if let Some(thread) = self.thread.take() {
+        for thread in self.threads.drain(..) {
             // A panic there (none is expected) only means the scan decodes on its own.
             let _ = thread.join();
         }
@@ -337,33 +389,55 @@ impl Drop for Ahead {
     }
 }
 
-/// The decoding thread of [`Ahead`]: valid frames from `offset`, in batches, until the end of
-/// the window's file, a frame that does not decode, or the receiver is gone.
+/// Which batches a decoding thread decodes: those whose number is `me` modulo `of`.
+#[derive(Debug, Clone, Copy)]
+struct Share {
+    me: usize,
+    of: usize,
+    batch_bytes: usize,
+}
+
+/// A decoding thread of [`Ahead`]: from `offset`, the frames of its share of the batches,
+/// decoded, one message per batch of its share, until the end of the window's file, a frame
+/// that does not decode (of its share) or whose header does not parse (any), or the receiver
+/// is gone.
 fn decode_ahead(
     mut window: Window,
     mut offset: u64,
     limits: FrameLimits,
+    share: Share,
     tx: mpsc::SyncSender<Vec<Decoded>>,
 ) {
+    let mut number = 0usize;
     let mut batch = Vec::new();
     let mut bytes = 0usize;
-    let batch_bytes = AHEAD_BATCH_BYTES.load(Ordering::Relaxed);
     while offset < window.file_len {
-        let Ok(Ok((header, payload))) = window.frame_at(offset, &limits) else {
-            break;
+        let mine = number % share.of == share.me;
+        let header = if mine {
+            let Ok(Ok((header, payload))) = window.frame_at(offset, &limits) else {
+                break;
+            };
+            batch.push((offset, header, payload));
+            header
+        } else {
+            let Ok(Ok(header)) = window.header_at(offset, &limits) else {
+                break;
+            };
+            header
         };
-        let at = offset;
         offset += header.frame_len();
-        bytes += payload.len();
-        batch.push((at, header, payload));
-        if bytes >= batch_bytes {
-            if tx.send(std::mem::take(&mut batch)).is_err() {
+        bytes += header.raw_len as usize;
+        if bytes >= share.batch_bytes {
+            if mine && tx.send(std::mem::take(&mut batch)).is_err() {
                 return;
             }
+            number += 1;
             bytes = 0;
         }
     }
-    let _ = tx.send(batch);
+    if number % share.of == share.me {
+        let _ = tx.send(batch);
+    }
 }
 
 /// Scans `numbers` (ascending, contiguous segment numbers) from `from`, calling `visit` for

@@ -1,7 +1,8 @@
-//! Recovery of a log long enough that the scan decodes its frames ahead on a second thread
-//! (from 256 KiB left in a segment, handed over in batches of 1 MiB of payload): a torn tail, a damaged
-//! frame and a record that is not UTF-8, each deep in the log (in a later batch than the
-//! first), are found and reported at their frames exactly as the single-threaded scan does.
+//! Recovery of a log long enough that the scan decodes its frames ahead on other threads
+//! (from 256 KiB left in a segment, handed over in batches of 1 MiB of payload, two threads
+//! taking the batches in turn): a torn tail, a damaged frame (in a batch of either thread, its
+//! payload or its header) and a record that is not UTF-8, each deep in the log, are found and
+//! reported at their frames exactly as the single-threaded scan does.
 
 use std::path::Path;
 
@@ -115,13 +116,18 @@ fn a_damaged_frame_deep_in_a_long_log_is_corruption_at_its_frame() {
     let base = tempfile::tempdir().unwrap();
     let (_, of_a) = build(base.path());
     let pristine = std::fs::read(base.path().join(SEG)).unwrap();
-    // Near the start, in the middle and in the last batch; never the last frame.
-    for seq in [20, EVENTS / 2, EVENTS - 40] {
+    // ~87 frames per batch: batches 0 to 4, so both decoding threads' batches; the payload
+    // (the CRC fails) or the header's reserved bytes (the header does not parse, so the
+    // thread that only steps over that frame stops there too). Never the last frame.
+    let cases = [20, EVENTS / 4, EVENTS / 2, EVENTS * 3 / 4, EVENTS - 40]
+        .into_iter()
+        .flat_map(|seq| [(seq, FRAME_HEADER_LEN + 40), (seq, 10)]);
+    for (seq, byte) in cases {
         let victim = of_a[seq as usize];
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("segments")).unwrap();
         let mut bytes = pristine.clone();
-        bytes[victim as usize + FRAME_HEADER_LEN + 40] ^= 0x04;
+        bytes[victim as usize + byte] ^= 0x04;
         std::fs::write(dir.path().join(SEG), &bytes).unwrap();
         match Store::open(dir.path(), config(Durability::Sync)) {
             Err(OpenError::Corruption { position, .. }) => {

@@ -69,10 +69,12 @@ pub(crate) fn scenario_count(default: u64) -> u64 {
 /// Runs a family's scenarios on two threads. A failing scenario does not stop the run: every
 /// failure is listed at the end (long runs count them).
 pub(crate) fn run_family(name: &'static str, family: Family, salt: u64, default: u64) {
-    // Every scan decodes its frames ahead on a second thread, however small the segment (the
-    // default does so from 256 KiB, more than these segments hold): the path a large store's
-    // reopen takes, under every crash and bit flip.
+    // Every scan decodes its frames ahead on other threads, however small the segment (the
+    // default does so from 256 KiB, more than these segments hold), in batches of a few
+    // frames (the default is 1 MiB of payload) so that every decoding thread takes its turns:
+    // the path a large store's reopen takes, under every crash and bit flip.
     sessionlog::log::scan::decode_ahead_from(0);
+    sessionlog::log::scan::decode_ahead_batch(2 << 10);
     if let Some(seed) = std::env::var("SESSIONLOG_SIM_SEED")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
