@@ -1,6 +1,7 @@
 //! The crash-reopen profile: opens the store at the given path (left by
 //! `sessionlog bench --probe-fill MB --probe-dir DIR`, a crash with the whole log unindexed)
-//! and prints the open's time, the frames it scanned and the scan rate.
+//! and prints the open's time, the frames it scanned and the scan rate; with `CATCH_UP=1`, then
+//! the time of `Store::catch_up` (every session folded over its unindexed tail).
 //!
 //! ```text
 //! sessionlog bench --probe-fill 32 --probe-dir /tmp/rf && cp -a /tmp/rf /tmp/rf.orig
@@ -28,6 +29,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         report.events_recovered,
         log_bytes as f64 / 1e6 / elapsed.as_secs_f64()
     );
+    if std::env::var_os("CATCH_UP").is_some() {
+        let t = Instant::now();
+        let failures = store.catch_up()?;
+        println!(
+            "catch-up {:.1} ms ({} failures)",
+            t.elapsed().as_secs_f64() * 1e3,
+            failures.len()
+        );
+    }
     drop(store);
     Ok(())
 }

@@ -4,6 +4,9 @@
 
 use super::*;
 
+/// Threads a catch-up folds sessions on, at most (fewer on a machine with fewer cores).
+const CATCH_UP_THREADS: usize = 2;
+
 impl Store {
     /// Brings every session's surface table and state checkpoint up to its last event (after
     /// recovery indexed a tail without them), then checkpoints the index. A writable open
@@ -112,7 +115,9 @@ impl Store {
 
     /// Folds each of `numbers` to its last event, with its projections, and checkpoints
     /// them (staged, then committed to the index, not durably: a crash only means catching
-    /// up again). A session whose replay fails is named in `failures`.
+    /// up again). A session whose replay fails is named in `failures`, in `numbers`' order.
+    /// Sessions fold independently (each under its own lock, as concurrent appends to them
+    /// would), so several are folded at once, on up to [`CATCH_UP_THREADS`] threads.
     fn catch_up_sessions(
         &self,
         numbers: Vec<u64>,
@@ -121,30 +126,67 @@ impl Store {
         if numbers.is_empty() {
             return Ok(());
         }
-        for number in numbers {
-            let core = self.core(number);
-            let mut core = lock(&core);
-            // One damaged session must not keep the store from opening: its error is
-            // reported and comes back when the session is used.
-            match self
-                .ensure_state(number, &mut core)
-                .and_then(|()| self.ensure_projections(number, &mut core))
-            {
-                Ok(()) => self.checkpoint_state(number, &mut core)?,
-                Err(e @ AppendError::PreviousIo(_)) => return Err(e),
-                Err(e) => {
-                    let id = self
-                        .registry()
-                        .get(number)
-                        .map(|r| r.header.id.clone())
-                        .unwrap_or_default();
-                    failures.push((id, e.to_string()));
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, CATCH_UP_THREADS)
+            .min(numbers.len());
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let failed = Mutex::new(Vec::new());
+        let work = || -> Result<(), AppendError> {
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&number) = numbers.get(i) else {
+                    return Ok(());
+                };
+                if let Some(failure) = self.catch_up_one(number)? {
+                    lock(&failed).push((i, failure));
                 }
             }
+        };
+        if threads <= 1 {
+            work()?;
+        } else {
+            std::thread::scope(|s| {
+                let helpers: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
+                let mine = work();
+                // A helper that panicked (none is expected) left its session unfolded: it
+                // catches up at its first use.
+                helpers
+                    .into_iter()
+                    .filter_map(|h| h.join().ok())
+                    .chain([mine])
+                    .collect::<Result<(), AppendError>>()
+            })?;
         }
+        let mut failed = failed.into_inner().unwrap_or_else(|e| e.into_inner());
+        failed.sort_by_key(|(i, _)| *i);
+        failures.extend(failed.into_iter().map(|(_, f)| f));
         // Not durable: if this is lost in a crash, the next open catches up again.
         let c = self.committer()?;
         c.commit(c.staged_lsn(), Goal::Written, false)
+    }
+
+    /// Folds one session to its last event with its projections and stages its checkpoints;
+    /// `Some((id, error))` when its replay fails. One damaged session must not keep the store
+    /// from opening: its error is reported and comes back when the session is used.
+    fn catch_up_one(&self, number: u64) -> Result<Option<(String, String)>, AppendError> {
+        let core = self.core(number);
+        let mut core = lock(&core);
+        match self
+            .ensure_state(number, &mut core)
+            .and_then(|()| self.ensure_projections(number, &mut core))
+        {
+            Ok(()) => self.checkpoint_state(number, &mut core).map(|()| None),
+            Err(e @ AppendError::PreviousIo(_)) => Err(e),
+            Err(e) => {
+                let id = self
+                    .registry()
+                    .get(number)
+                    .map(|r| r.header.id.clone())
+                    .unwrap_or_default();
+                Ok(Some((id, e.to_string())))
+            }
+        }
     }
 
     /// The least seq the projection checkpoints of a session cover (0 when one is missing).

@@ -8,6 +8,7 @@ mod common;
 
 mod atomic_ops;
 mod bad_input;
+mod catch_up;
 mod create_with_events;
 mod erase;
 mod erase_crash;
