@@ -83,6 +83,17 @@ fn event_message_id(kind: &str, data: N<'_, '_>) -> Option<String> {
         .map(|id| id.stringify())
 }
 
+/// False when neither [`shape::check_message_shape`] nor [`event_message_id`] can find
+/// anything in `event` without parsing it: not one of the message kinds, and no key
+/// `message` in its JSON (such a key is spelled out, or written with `\u` escapes).
+fn may_name_a_message(event: &Event) -> bool {
+    matches!(
+        event.kind.as_str(),
+        "user/message" | "assistant/message" | "tool/result"
+    ) || event.data.contains("\"message\"")
+        || event.data.contains("\\u")
+}
+
 fn with_data(event: &Event, kind: &str, data: String) -> Event {
     let mut out = event.clone();
     out.kind = kind.to_string();
@@ -432,7 +443,9 @@ impl LegacyView {
                 convert_event(session_id, event, &lookup)?
             };
             let current = converted.as_ref().unwrap_or(event);
-            if let Ok(doc) = Doc::parse(&current.data) {
+            if may_name_a_message(current)
+                && let Ok(doc) = Doc::parse(&current.data)
+            {
                 shape::check_message_shape(
                     &current.kind,
                     doc.root(),
@@ -493,5 +506,55 @@ impl EventLookup for ViewLookup<'_> {
             return Ok(Some(Cow::Borrowed(e)));
         }
         self.stored.event_at(seq)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A legacy `tool/result` replacing node 0: its message takes node 0's message id.
+    fn replacing_zero(seq: Seq) -> Event {
+        Event::new(
+            "tool/result",
+            seq,
+            1,
+            r#"{"callId":"c1","content":[{"type":"text","text":"out"}],"isError":false}"#,
+        )
+        .with_surface_op(SurfaceOp::Replace { start: 0, end: 0 })
+    }
+
+    /// The id the converted `tool/result` after `first` gets; `None` when it gets none (the
+    /// conversion then refuses it: a message lacks an id).
+    fn converted_id(first: Event) -> Option<String> {
+        let events = [first, replacing_zero(1)];
+        match LegacyView::convert("s", &events) {
+            Ok(view) => {
+                let doc = Doc::parse(&view.view(&events[1]).data).unwrap();
+                let id = doc.root().get("message").and_then(|m| m.get("id"));
+                id.map(|id| id.stringify())
+            }
+            Err(LegacyError::Shape(ShapeError::MessageLacksId { .. })) => None,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn a_message_id_is_found_in_any_kind_however_its_key_is_spelled() {
+        for data in [
+            r#"{"message":{"id":"m-7","role":"user"}}"#,
+            r#"{"m\u0065ssage":{"id":"m-7","role":"user"}}"#,
+        ] {
+            let first = Event::new("steering/note", 0, 1, data);
+            assert!(may_name_a_message(&first), "{data}");
+            assert_eq!(converted_id(first).as_deref(), Some("\"m-7\""), "{data}");
+        }
+    }
+
+    #[test]
+    fn an_event_without_a_message_key_is_not_parsed_and_names_none() {
+        let first = Event::new("assistant/chunk", 0, 1, r#"{"turn":1,"messages":[1]}"#);
+        assert!(!may_name_a_message(&first));
+        assert_eq!(converted_id(first), None);
     }
 }
