@@ -12,7 +12,8 @@
 //! once (read-only open, every event read and folded), median of RUNS (default 5). `open
 //! DIR [RUNS]` times a writable open of a copy of DIR (a crashed store, e.g. made by
 //! `sessionlog bench --probe-fill MB --probe-dir DIR`), a fresh copy each run, synced before the open (`SCAN_AHEAD=0`:
-//! without the scan's second thread; `SCAN_BATCH=BYTES`: its hand-over size). `phases DIR`
+//! without the scan's decoding threads; `SCAN_BATCH=BYTES`: their hand-over size; `CATCH_UP=1`:
+//! then `Store::catch_up`, every session folded over the unindexed tail, timed too). `phases DIR`
 //! times the resume's steps one by one (median of 9).
 
 use std::path::Path;
@@ -158,14 +159,15 @@ fn open(dir: &Path, runs: usize) -> R<()> {
     if std::env::var("SCAN_AHEAD").as_deref() == Ok("0") {
         sessionlog::log::scan::decode_ahead_from(u64::MAX);
     }
-    // `SCAN_BATCH=BYTES`: the decoded bytes the scan's second thread hands over at a time.
+    // `SCAN_BATCH=BYTES`: the decoded bytes a scan's decoding thread hands over at a time.
     if let Some(bytes) = std::env::var("SCAN_BATCH")
         .ok()
         .and_then(|b| b.parse().ok())
     {
         sessionlog::log::scan::decode_ahead_batch(bytes);
     }
-    let mut ms = Vec::new();
+    let catch_up = std::env::var("CATCH_UP").as_deref() == Ok("1");
+    let (mut ms, mut caught) = (Vec::new(), Vec::new());
     for i in 0..runs {
         let copy = dir.with_extension(format!("open-{i}"));
         let _ = std::fs::remove_dir_all(&copy);
@@ -180,10 +182,21 @@ fn open(dir: &Path, runs: usize) -> R<()> {
                 r.frames_scanned, r.events_recovered
             );
         }
+        if catch_up {
+            let t = Instant::now();
+            let failures = store.catch_up()?;
+            caught.push(t.elapsed().as_secs_f64() * 1e3);
+            if !failures.is_empty() {
+                return Err(format!("the catch-up failed: {failures:?}").into());
+            }
+        }
         drop(store);
         std::fs::remove_dir_all(&copy)?;
     }
     println!("writable open {:.1} ms (median of {runs})", median(ms));
+    if catch_up {
+        println!("catch-up {:.1} ms (median of {runs})", median(caught));
+    }
     Ok(())
 }
 

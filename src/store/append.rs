@@ -46,8 +46,7 @@ impl Store {
             return self.append_verbatim_locked(session, number, events);
         }
         let committer = self.committer()?;
-        self.ensure_state(number, core)?;
-        self.ensure_projections(number, core)?;
+        self.ensure_folded(number, core)?;
         let Some(real) = core.state.as_mut() else {
             return Err(AppendError::NoSuchSession(session.to_owned()));
         };
@@ -171,8 +170,26 @@ impl Store {
     /// for events the surface table does not cover yet, the surface updates).
     /// A verbatim session has no state: its core's state stays `None`.
     pub(crate) fn ensure_state(&self, number: u64, core: &mut Core) -> Result<(), AppendError> {
+        self.ensure_state_keeping(number, core).map(drop)
+    }
+
+    /// Loads a session's state ([`Store::ensure_state`]) and its projection states: the
+    /// events a state replay from seq 0 read (the whole session) are folded into the
+    /// projections from memory instead of being read and decoded a second time.
+    pub(crate) fn ensure_folded(&self, number: u64, core: &mut Core) -> Result<(), AppendError> {
+        let loaded = self.ensure_state_keeping(number, core)?;
+        self.ensure_projections_from(number, core, loaded.as_deref())
+    }
+
+    /// [`Store::ensure_state`], returning the session's events when it read them all (a
+    /// replay from seq 0) and none of them has an older shape (as the projections see them).
+    fn ensure_state_keeping(
+        &self,
+        number: u64,
+        core: &mut Core,
+    ) -> Result<Option<Vec<Event>>, AppendError> {
         if core.state.is_some() || self.is_verbatim(number) {
-            return Ok(());
+            return Ok(None);
         }
         let row = self
             .registry()
@@ -190,6 +207,7 @@ impl Store {
             reason: Box::new(e),
         };
         let mut ops = Vec::new();
+        let mut kept = None;
         if covered == 0 && row.next_seq > 0 {
             // No checkpoint (index rebuilt, or a crash during an import): load the whole log
             // the way dsh's loader does, then relink the whole surface.
@@ -231,6 +249,12 @@ impl Store {
                     next: nodes.get(i + 1).copied().unwrap_or(NO_NODE),
                 });
             }
+            // The projections see events as the rules do (older shapes converted, as
+            // `StoreLookup` reads them): the events as stored are those only when no event
+            // of the session has an older shape.
+            if loaded.view.is_empty() {
+                kept = Some(events);
+            }
         } else if covered < row.next_seq {
             let mode = state.invariant_mode();
             state.set_invariant_mode(InvariantMode::Off);
@@ -263,22 +287,25 @@ impl Store {
         }
         core.checkpointed = covered;
         core.state = Some(state);
-        Ok(())
+        Ok(kept)
     }
 
     /// Loads a session's projection states: the checkpoints in the index, then a replay of
-    /// the events after them (the restore ladder). Rebuilt units are checkpointed again.
-    pub(crate) fn ensure_projections(
+    /// the events after them (the restore ladder), from `loaded` (the session's events from
+    /// seq 0, when the caller holds them) or else from the log. Rebuilt units are
+    /// checkpointed again.
+    fn ensure_projections_from(
         &self,
         number: u64,
         core: &mut Core,
+        loaded: Option<&[Event]>,
     ) -> Result<(), AppendError> {
         if core.projections.is_some() || self.is_verbatim(number) {
             return Ok(());
         }
         let len = self.registry().get(number).map_or(0, |r| r.next_seq);
         let (mut restored, replayed) =
-            self.restore_projections(number, len)
+            self.restore_projections_from(number, len, loaded)
                 .map_err(|e| AppendError::Replay {
                     session: format!("#{number}"),
                     seq: 0,
@@ -303,6 +330,17 @@ impl Store {
         number: u64,
         len: Seq,
     ) -> Result<(crate::projection::Restored, bool), ReadError> {
+        self.restore_projections_from(number, len, None)
+    }
+
+    /// [`Store::restore_projections`], replaying from `loaded` (the session's events from
+    /// seq 0) when it holds the events to replay, else from the log.
+    fn restore_projections_from(
+        &self,
+        number: u64,
+        len: Seq,
+        loaded: Option<&[Event]>,
+    ) -> Result<(crate::projection::Restored, bool), ReadError> {
         let rows: Vec<Checkpoint> = self
             .index
             .projections(number)?
@@ -311,7 +349,15 @@ impl Store {
             .collect();
         let mut restored = self.config.projections.restore(rows, len);
         let from = restored.replay_from;
-        if from < len {
+        let held = loaded.and_then(|events| events.get(from as usize..len as usize));
+        if let Some(events) = held.filter(|_| from < len) {
+            for event in events {
+                self.config
+                    .projections
+                    .apply(&mut restored.states, event)
+                    .map_err(|e| ReadError::Projections(Box::new(e.into())))?;
+            }
+        } else if from < len {
             let lookup = StoreLookup::new(self, number, &[]);
             let mut cache = FrameCache::default();
             let events = (from..len).map(|seq| match lookup.event_at_cached(seq, &mut cache) {

@@ -172,10 +172,7 @@ impl Store {
     fn catch_up_one(&self, number: u64) -> Result<Option<(String, String)>, AppendError> {
         let core = self.core(number);
         let mut core = lock(&core);
-        match self
-            .ensure_state(number, &mut core)
-            .and_then(|()| self.ensure_projections(number, &mut core))
-        {
+        match self.ensure_folded(number, &mut core) {
             Ok(()) => self.checkpoint_state(number, &mut core).map(|()| None),
             Err(e @ AppendError::PreviousIo(_)) => Err(e),
             Err(e) => {

@@ -193,8 +193,7 @@ impl Store {
         }
         let core = self.core(number);
         let mut core = lock(&core);
-        self.ensure_state(number, &mut core)?;
-        self.ensure_projections(number, &mut core)?;
+        self.ensure_folded(number, &mut core)?;
         let Some(state) = core.state.as_ref() else {
             return Err(ForkError::not_found(source).into());
         };

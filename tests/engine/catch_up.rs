@@ -11,7 +11,7 @@ use crate::common::read_all;
 #[test]
 fn a_rebuilt_index_catches_up_every_session_as_written() {
     let dir = tempfile::tempdir().unwrap();
-    let ids: Vec<String> = (0..9).map(|i| format!("s{i}")).collect();
+    let mut ids: Vec<String> = (0..9).map(|i| format!("s{i}")).collect();
     let mut expected = Vec::new();
     {
         let store = Store::open(dir.path(), Config::default()).unwrap();
@@ -37,6 +37,26 @@ fn a_rebuilt_index_catches_up_every_session_as_written() {
                 break;
             }
         }
+        // An import of older shapes: user messages without `id` and `role` (dsh's loader gives
+        // them both).
+        let legacy: Vec<_> = generate_events(&WorkloadConfig::default(), 99, 400)
+            .into_iter()
+            .map(|mut e| {
+                if e.kind == "user/message" {
+                    let mut data: serde_json::Map<String, serde_json::Value> =
+                        serde_json::from_str(&e.data).unwrap();
+                    data.remove("id");
+                    data.remove("role");
+                    e.data = serde_json::to_string(&data).unwrap();
+                }
+                e
+            })
+            .collect();
+        assert!(legacy.iter().any(|e| e.kind == "user/message"));
+        store
+            .import_session(SessionHeader::new("legacy", 1), legacy, None)
+            .unwrap();
+        ids.push("legacy".to_string());
         for id in &ids {
             expected.push((
                 read_all(&store, id),
