@@ -14,7 +14,10 @@
 //! `sessionlog bench --probe-fill MB --probe-dir DIR`), a fresh copy each run, synced before the open (`SCAN_AHEAD=0`:
 //! without the scan's decoding threads; `SCAN_BATCH=BYTES`: their hand-over size; `CATCH_UP=1`:
 //! then `Store::catch_up`, every session folded over the unindexed tail, timed too). `phases DIR`
-//! times the resume's steps one by one (median of 9).
+//! times the resume's steps one by one (median of 9). `crash DIR MB`: one session of the dsh
+//! workload, MB of log written at its flush points with the default configuration (index
+//! checkpoints every 4 MiB), then the process exits without closing the store, as a crashed
+//! agent leaves it: `open DIR` with `CATCH_UP=1` then times what its next start costs.
 
 use std::path::Path;
 use std::time::Instant;
@@ -51,6 +54,43 @@ fn build(dir: &Path, kind: &str) -> R<()> {
     store.import_session(session_header(0), events, None)?;
     store.close()?;
     Ok(())
+}
+
+/// A crashed agent's store: see the module's `crash`.
+fn crash(dir: &Path, mb: u64) -> R<()> {
+    let config = WorkloadConfig {
+        turns: u64::MAX,
+        ..WorkloadConfig::default()
+    };
+    let store = Store::open(
+        dir,
+        Config::default().durability(sessionlog::store::Durability::Buffered),
+    )?;
+    store.create_session(session_header(0))?;
+    let id = session_id(0);
+    let segments = dir.join(sessionlog::log::segment::SEGMENTS_DIR);
+    let log_bytes = || -> R<u64> {
+        let mut n = 0;
+        for e in std::fs::read_dir(&segments)? {
+            n += e?.metadata()?.len();
+        }
+        Ok(n)
+    };
+    let mut groups = SessionGenerator::new(&config, 0);
+    let mut events = 0u64;
+    while log_bytes()? < mb << 20 {
+        for _ in 0..50 {
+            let group = groups.next().ok_or("the generator ended")?;
+            events += group.events.len() as u64;
+            for e in group.events {
+                store.append(&id, e)?;
+            }
+            store.flush()?;
+        }
+    }
+    println!("{events} events, then a crash");
+    // No destructor runs: the index gets no final commit.
+    std::process::exit(0)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -209,13 +249,14 @@ fn main() -> R<()> {
         .as_slice()
     {
         ["build", dir, kind] => build(Path::new(dir), kind),
+        ["crash", dir, mb] => crash(Path::new(dir), mb.parse()?),
         ["time", dir] => time(Path::new(dir), 5),
         ["time", dir, runs] => time(Path::new(dir), runs.parse()?),
         ["phases", dir] => phases(Path::new(dir), 9),
         ["open", dir] => open(Path::new(dir), 3),
         ["open", dir, runs] => open(Path::new(dir), runs.parse()?),
         _ => Err(
-            "usage: resume_written build DIR big|import | time DIR [RUNS] | phases DIR | open DIR [RUNS]"
+            "usage: resume_written build DIR big|import | crash DIR MB | time DIR [RUNS] | phases DIR | open DIR [RUNS]"
                 .into(),
         ),
     }

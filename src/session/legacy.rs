@@ -101,6 +101,34 @@ fn with_data(event: &Event, kind: &str, data: String) -> Event {
     out
 }
 
+/// True when [`convert_event`] certainly leaves this event as it is, found from the
+/// root's member keys alone (no parse): a `user/message` whose data has `id`, `role` or
+/// `message`, an `assistant/message` or `tool/result` whose data has `message` (rules 4-6 of
+/// §1.6 convert only events without them; no other rule applies to these types). Anything
+/// else (other types, keys written with escapes) is left to the conversion.
+pub(crate) fn current_message_shape(kind: &str, data: &str) -> bool {
+    let marks: &[&str] = match kind {
+        "user/message" => &["id", "role", "message"],
+        "assistant/message" | "tool/result" => &["message"],
+        _ => return false,
+    };
+    let start = data.len() - data.trim_start_matches([' ', '\t', '\n', '\r']).len();
+    if data.as_bytes().get(start) != Some(&b'{') {
+        return false;
+    }
+    // The usual case, dsh's key order: the identity is the first key (no value skipped).
+    let first = data[start + 1..].trim_start_matches([' ', '\t', '\n', '\r']);
+    if let Some(key) = first.strip_prefix('"').and_then(|k| k.split_once('"'))
+        && !key.0.contains('\\')
+        && marks.contains(&key.0)
+    {
+        return true;
+    }
+    let mut found = false;
+    crate::json::visit_members_valid(data, start, |key, _, _| found |= marks.contains(&key));
+    found
+}
+
 /// Converts one event (§1.6 rules 1–6, in dsh's order). `target_id` gives the message id
 /// (JSON text) of an earlier converted event, for a legacy `tool/result` replace. Returns
 /// `None` when the event is already in the current shape.
@@ -122,6 +150,18 @@ pub fn convert_event(
     ) {
         return Ok(None);
     }
+    if current_message_shape(&event.kind, &event.data) {
+        return Ok(None);
+    }
+    convert_parsed(session_id, event, target_id)
+}
+
+/// [`convert_event`] past its shortcuts: the event's data parsed and every rule applied.
+fn convert_parsed(
+    session_id: &str,
+    event: &Event,
+    target_id: &dyn Fn(Seq) -> Option<String>,
+) -> Result<Option<Event>, LegacyError> {
     let Ok(doc) = Doc::parse(&event.data) else {
         return Ok(None);
     };
@@ -556,5 +596,84 @@ mod tests {
         let first = Event::new("assistant/chunk", 0, 1, r#"{"turn":1,"messages":[1]}"#);
         assert!(!may_name_a_message(&first));
         assert_eq!(converted_id(first), None);
+    }
+
+    /// The shortcut never skips an event the conversion would change, and does skip the
+    /// current shapes of the three message types.
+    #[test]
+    fn current_message_shape_agrees_with_the_conversion() {
+        let cases = [
+            (
+                "user/message",
+                r#"{"id":"u1","role":"user","content":"hi"}"#,
+                true,
+            ),
+            (
+                "user/message",
+                r#" {"content":"hi","source":{"kind":"user"},"id":"x"}"#,
+                true,
+            ),
+            (
+                "user/message",
+                r#"{"content":"hi","source":{"kind":"user"}}"#,
+                false,
+            ),
+            (
+                "user/message",
+                r#"{"content":"hi","source":{"id":"nested"}}"#,
+                false,
+            ),
+            (
+                "user/message",
+                r#"{"\u0069d":"u1","content":"hi","source":{}}"#,
+                false,
+            ),
+            (
+                "assistant/message",
+                r#"{"message":{"id":"m"},"turn":1}"#,
+                true,
+            ),
+            (
+                "assistant/message",
+                r#"{"content":[],"provenance":{"message":1}}"#,
+                false,
+            ),
+            ("tool/result", r#"{"turn":1,"message":{"id":"r"}}"#, true),
+            (
+                "tool/result",
+                r#"{"callId":"c","content":[],"isError":false}"#,
+                false,
+            ),
+            (
+                "turn/end",
+                r#"{"turn":1,"reason":{"kind":"disposed"},"message":{}}"#,
+                false,
+            ),
+            ("user/message", r#"["id"]"#, false),
+            ("user/message", "", false),
+        ];
+        for (kind, data, skipped) in cases {
+            let event = Event::new(kind, 4, 0, data);
+            assert_eq!(current_message_shape(kind, data), skipped, "{kind} {data}");
+            // Every rule, without the shortcut.
+            let converted = convert_parsed("s", &event, &|_| None);
+            if skipped {
+                assert!(
+                    matches!(converted, Ok(None)),
+                    "{kind} {data}: {converted:?}"
+                );
+            }
+        }
+        // The cases the shortcut leaves alone include ones the conversion does change.
+        let legacy = Event::new(
+            "user/message",
+            4,
+            0,
+            r#"{"content":"hi","source":{"kind":"user"}}"#,
+        );
+        assert!(matches!(
+            convert_event("s", &legacy, &|_| None),
+            Ok(Some(_))
+        ));
     }
 }

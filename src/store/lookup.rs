@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::Store;
 use super::frame_cache::FrameCache;
-use super::read::{self, Found};
+use super::read::Found;
 use crate::event::{Event, Seq};
 use crate::log::envelope::EventText;
 use crate::session::derive::{DeriveError, derive_event_message, derive_message_text};
@@ -79,8 +79,8 @@ impl StoreLookup<'_> {
 
     /// `event` as the rules see it: older record shapes converted, as dsh's loader presents
     /// them. A message event that already names its identity is current: no parse.
-    fn as_current(&self, event: Event) -> Event {
-        if read::current_message_shape(&event.kind, &event.data) {
+    pub(crate) fn as_current(&self, event: Event) -> Event {
+        if crate::session::legacy::current_message_shape(&event.kind, &event.data) {
             return event;
         }
         let id = self
@@ -119,7 +119,7 @@ impl StoreLookup<'_> {
         let in_batch = self.batch.iter().any(|e| e.seq == seq);
         if !in_batch && seq < self.len() {
             let mut project = |t: EventText<'_>| {
-                read::current_message_shape(t.kind, t.data)
+                crate::session::legacy::current_message_shape(t.kind, t.data)
                     .then(|| derive_message_text(t.kind, t.seq, t.data).map(|m| m.map(Arc::from)))
             };
             let found = self

@@ -24,6 +24,7 @@ mod commit;
 mod config;
 mod create;
 mod erase;
+mod fold;
 mod follow;
 mod frame_cache;
 pub(crate) mod gc;

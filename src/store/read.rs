@@ -582,34 +582,6 @@ pub(crate) enum Found<R> {
     Text(R),
 }
 
-/// True when `legacy::convert_event` certainly leaves this event as it is, found from the
-/// root's member keys alone (no parse): a `user/message` whose data has `id`, `role` or
-/// `message`, an `assistant/message` or `tool/result` whose data has `message` (rules 4-6 of
-/// §1.6 convert only events without them; no other rule applies to these types). Anything
-/// else (other types, keys written with escapes) is left to the conversion.
-pub(super) fn current_message_shape(kind: &str, data: &str) -> bool {
-    let marks: &[&str] = match kind {
-        "user/message" => &["id", "role", "message"],
-        "assistant/message" | "tool/result" => &["message"],
-        _ => return false,
-    };
-    let start = data.len() - data.trim_start_matches([' ', '\t', '\n', '\r']).len();
-    if data.as_bytes().get(start) != Some(&b'{') {
-        return false;
-    }
-    // The usual case, dsh's key order: the identity is the first key (no value skipped).
-    let first = data[start + 1..].trim_start_matches([' ', '\t', '\n', '\r']);
-    if let Some(key) = first.strip_prefix('"').and_then(|k| k.split_once('"'))
-        && !key.0.contains('\\')
-        && marks.contains(&key.0)
-    {
-        return true;
-    }
-    let mut found = false;
-    crate::json::visit_members_valid(data, start, |key, _, _| found |= marks.contains(&key));
-    found
-}
-
 fn info_of(r: &SessionRow) -> SessionInfo {
     SessionInfo {
         header: (*r.header).clone(),
@@ -620,90 +592,5 @@ fn info_of(r: &SessionRow) -> SessionInfo {
         surface_len: r.surface_len,
         replace_generation: r.replace_generation,
         verbatim: r.is_verbatim(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::current_message_shape;
-    use crate::event::Event;
-    use crate::session::legacy::convert_event;
-
-    /// The shortcut never skips an event the conversion would change, and does skip the
-    /// current shapes of the three message types.
-    #[test]
-    fn current_message_shape_agrees_with_the_conversion() {
-        let cases = [
-            (
-                "user/message",
-                r#"{"id":"u1","role":"user","content":"hi"}"#,
-                true,
-            ),
-            (
-                "user/message",
-                r#" {"content":"hi","source":{"kind":"user"},"id":"x"}"#,
-                true,
-            ),
-            (
-                "user/message",
-                r#"{"content":"hi","source":{"kind":"user"}}"#,
-                false,
-            ),
-            (
-                "user/message",
-                r#"{"content":"hi","source":{"id":"nested"}}"#,
-                false,
-            ),
-            (
-                "user/message",
-                r#"{"\u0069d":"u1","content":"hi","source":{}}"#,
-                false,
-            ),
-            (
-                "assistant/message",
-                r#"{"message":{"id":"m"},"turn":1}"#,
-                true,
-            ),
-            (
-                "assistant/message",
-                r#"{"content":[],"provenance":{"message":1}}"#,
-                false,
-            ),
-            ("tool/result", r#"{"turn":1,"message":{"id":"r"}}"#, true),
-            (
-                "tool/result",
-                r#"{"callId":"c","content":[],"isError":false}"#,
-                false,
-            ),
-            (
-                "turn/end",
-                r#"{"turn":1,"reason":{"kind":"disposed"},"message":{}}"#,
-                false,
-            ),
-            ("user/message", r#"["id"]"#, false),
-            ("user/message", "", false),
-        ];
-        for (kind, data, skipped) in cases {
-            let event = Event::new(kind, 4, 0, data);
-            assert_eq!(current_message_shape(kind, data), skipped, "{kind} {data}");
-            let converted = convert_event("s", &event, &|_| None);
-            if skipped {
-                assert!(
-                    matches!(converted, Ok(None)),
-                    "{kind} {data}: {converted:?}"
-                );
-            }
-        }
-        // The cases the shortcut leaves alone include ones the conversion does change.
-        let legacy = Event::new(
-            "user/message",
-            4,
-            0,
-            r#"{"content":"hi","source":{"kind":"user"}}"#,
-        );
-        assert!(matches!(
-            convert_event("s", &legacy, &|_| None),
-            Ok(Some(_))
-        ));
     }
 }

@@ -84,3 +84,62 @@ fn a_rebuilt_index_catches_up_every_session_as_written() {
         assert_eq!(&store.projection_views(id).unwrap(), views, "{id}");
     }
 }
+
+/// A crashed writer's tail past the last checkpoint: the first use of each session folds its
+/// state and its projections over the tail (in one read, from the checkpoints the index
+/// holds), to exactly what the writer had.
+#[test]
+fn a_crashed_writers_tail_folds_to_what_the_writer_had() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids: Vec<String> = (0..4).map(|i| format!("s{i}")).collect();
+    // Checkpoints every 64 KiB: each session's checkpoints lag somewhere in its events.
+    let config = || Config::default().checkpoint_bytes(64 << 10);
+    let store = Store::open(dir.path(), config()).unwrap();
+    for (i, id) in ids.iter().enumerate() {
+        store
+            .create_session(SessionHeader::new(id.clone(), 1000 + i as u64))
+            .unwrap();
+    }
+    let work: Vec<_> = (0..ids.len() as u64)
+        .map(|i| generate_events(&WorkloadConfig::default(), i, 1500 + 400 * i))
+        .collect();
+    for start in (0..).step_by(30) {
+        let mut any = false;
+        for (id, events) in ids.iter().zip(&work) {
+            let chunk = events.get(start.min(events.len())..(start + 30).min(events.len()));
+            if let Some(chunk) = chunk.filter(|c| !c.is_empty()) {
+                store.append_batch(id, chunk.to_vec()).unwrap();
+                any = true;
+            }
+        }
+        if !any {
+            break;
+        }
+    }
+    let expected: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            (
+                store.surface(id).unwrap(),
+                store.messages(id).unwrap(),
+                store.projection_views(id).unwrap(),
+            )
+        })
+        .collect();
+    store.abandon();
+    let store = Store::open(dir.path(), config()).unwrap();
+    let at_open = store.frames_read();
+    for (id, (surface, messages, views)) in ids.iter().zip(&expected) {
+        assert_eq!(&store.projection_views(id).unwrap(), views, "{id}");
+        assert_eq!(&store.surface(id).unwrap(), surface, "{id}");
+        assert_eq!(&store.messages(id).unwrap(), messages, "{id}");
+    }
+    assert!(
+        store.frames_read() > at_open,
+        "the first uses folded a tail"
+    );
+    // Appending goes on from there.
+    let more = generate_events(&WorkloadConfig::default(), 0, 1600);
+    store.append_batch(&ids[0], more[1500..].to_vec()).unwrap();
+    assert_eq!(store.len(&ids[0]), Some(1600));
+}
