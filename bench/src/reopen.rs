@@ -63,6 +63,10 @@ pub(crate) fn reopen_section(ctx: &mut Ctx<'_>) -> BenchResult<Vec<ReopenRow>> {
     let mut rows = Vec::new();
     for &mb in sizes_mb {
         let dir = ctx.base.join(format!("reopen-{mb}"));
+        // What earlier sections left unwritten goes to disk first, so that the reopen's sync
+        // writes the crashed writer's unsynced tail alone, as after a real crash (best effort:
+        // without `sync(1)` the figures only get noisier).
+        let _ = std::process::Command::new("sync").status();
         let exe = std::env::current_exe()?;
         let out = std::process::Command::new(exe)
             .args([
