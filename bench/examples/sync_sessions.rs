@@ -1,7 +1,9 @@
 //! Many sessions appending one durable event at a time (the bench's "64 sessions, sync per
 //! event" row), for profiling group commit: `sync_sessions [SESSIONS] [EVENTS_PER_SESSION]`.
 //! Prints events/s. `FLUSH=1`: a `Buffered` store, each session flushing at dsh's flush
-//! points (the bench's "flush points" rows).
+//! points (the bench's "flush points" rows). `PREALLOCATE=BYTES` sets
+//! `Config::preallocate_bytes`; `COMPRESS_THRESHOLD=BYTES` sets `Config::compress_threshold`
+//! (a huge value writes every frame uncompressed).
 
 use std::time::Instant;
 
