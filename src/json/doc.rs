@@ -10,6 +10,8 @@
 //! borrow the text, so parsing is cheap; parsing, printing and dropping are iterative:
 //! nesting depth is limited only by memory.
 
+use std::cell::OnceCell;
+
 use super::limits::UNBOUNDED;
 use super::parse::{Literal, Numbers, Sink, drive};
 use super::string::{PropertyKey, decode_string};
@@ -19,21 +21,28 @@ use super::{
     write_js_string,
 };
 
-/// A JavaScript string of a [`Doc`]: borrowed from the text when it has no escapes.
+/// A JavaScript string of a [`Doc`]: borrowed from the text when it has no escapes; one
+/// written with escapes (checked by the scanner) is decoded when first read, so the strings a
+/// reader never looks at (most of an event's text) are never decoded.
 #[derive(Debug, Clone)]
 pub(crate) enum JsStr<'t> {
     /// The text between the quotes (no escapes, so valid Unicode).
     Plain(&'t str),
-    /// A string written with escapes, decoded.
-    Decoded(JsString),
+    /// A string written with escapes: the text between the quotes, and its decoding once read.
+    Escaped(&'t str, OnceCell<JsString>),
 }
 
 impl JsStr<'_> {
+    /// The decoded string of an [`JsStr::Escaped`].
+    fn decoded<'s>(raw: &str, cell: &'s OnceCell<JsString>) -> &'s JsString {
+        cell.get_or_init(|| decode_string(raw, true))
+    }
+
     /// The string with lone surrogates replaced by U+FFFD (for messages only).
     pub(crate) fn lossy(&self) -> String {
         match self {
             JsStr::Plain(s) => (*s).to_owned(),
-            JsStr::Decoded(s) => s.to_string_lossy().into_owned(),
+            JsStr::Escaped(raw, cell) => Self::decoded(raw, cell).to_string_lossy().into_owned(),
         }
     }
 
@@ -46,7 +55,7 @@ impl JsStr<'_> {
     pub(crate) fn as_str(&self) -> Option<&str> {
         match self {
             JsStr::Plain(s) => Some(s),
-            JsStr::Decoded(s) => s.as_str(),
+            JsStr::Escaped(raw, cell) => Self::decoded(raw, cell).as_str(),
         }
     }
 
@@ -59,7 +68,7 @@ impl JsStr<'_> {
     fn write_json(&self, out: &mut String) {
         match self {
             JsStr::Plain(s) => write_js_string(out, s),
-            JsStr::Decoded(s) => write_js_js_string(out, s),
+            JsStr::Escaped(raw, cell) => write_js_js_string(out, Self::decoded(raw, cell)),
         }
     }
 }
@@ -68,7 +77,7 @@ impl PropertyKey for JsStr<'_> {
     fn key_bytes(&self) -> &[u8] {
         match self {
             JsStr::Plain(s) => s.as_bytes(),
-            JsStr::Decoded(s) => s.as_wtf8(),
+            JsStr::Escaped(raw, cell) => JsStr::decoded(raw, cell).as_wtf8(),
         }
     }
 }
@@ -84,7 +93,7 @@ impl Eq for JsStr<'_> {}
 
 pub(super) fn js_str(raw: &str, escaped: bool) -> JsStr<'_> {
     if escaped {
-        JsStr::Decoded(decode_string(raw, true))
+        JsStr::Escaped(raw, OnceCell::new())
     } else {
         JsStr::Plain(raw)
     }
@@ -613,6 +622,25 @@ mod tests {
         assert_eq!(r.get("a").unwrap().stringify(), r#"[1,2.5,{"b":"x"}]"#);
         assert!(r.get("c").unwrap().is_null());
         assert_eq!(r.len(), 2);
+    }
+
+    /// Strings written with escapes read as their decoding, whenever first read: as keys
+    /// (merged with a plain spelling of the same key), compared, viewed and printed.
+    #[test]
+    fn escaped_strings_read_as_their_decoding() {
+        let d = Doc::parse(r#"{"k\u0069nd":"us\u0065r","t":"a\nb","kind":"x\/y","s":"\ud800"}"#)
+            .unwrap();
+        let r = d.root();
+        assert_eq!(r.len(), 3, "the escaped and the plain `kind` are one key");
+        assert!(r.get("kind").unwrap().is_str("x/y"));
+        assert_eq!(
+            r.get("t").unwrap().as_js_str().unwrap().as_str(),
+            Some("a\nb")
+        );
+        let lone = r.get("s").unwrap().as_js_str().unwrap();
+        assert_eq!(lone.as_str(), None);
+        assert_eq!(lone.lossy(), "\u{fffd}");
+        assert_eq!(r.stringify(), r#"{"kind":"x/y","t":"a\nb","s":"\ud800"}"#);
     }
 
     #[test]
