@@ -80,14 +80,7 @@ impl Store {
                     }
                     lock(&shared).state = core.state;
                 }
-                Err(e) => {
-                    let id = self
-                        .registry()
-                        .get(number)
-                        .map(|r| r.header.id.clone())
-                        .unwrap_or_default();
-                    failures.push((id, e.to_string()));
-                }
+                Err(e) => failures.push((self.id_of(number), e.to_string())),
             }
         }
         failures
@@ -175,15 +168,16 @@ impl Store {
         match self.ensure_folded(number, &mut core) {
             Ok(()) => self.checkpoint_state(number, &mut core).map(|()| None),
             Err(e @ AppendError::PreviousIo(_)) => Err(e),
-            Err(e) => {
-                let id = self
-                    .registry()
-                    .get(number)
-                    .map(|r| r.header.id.clone())
-                    .unwrap_or_default();
-                Ok(Some((id, e.to_string())))
-            }
+            Err(e) => Ok(Some((self.id_of(number), e.to_string()))),
         }
+    }
+
+    /// The id of session `number` (empty when it is gone), for reports.
+    pub(super) fn id_of(&self, number: u64) -> String {
+        self.registry()
+            .get(number)
+            .map(|r| r.header.id.to_string())
+            .unwrap_or_default()
     }
 
     /// The least seq the projection checkpoints of a session cover (0 when one is missing).

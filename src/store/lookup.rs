@@ -83,12 +83,7 @@ impl StoreLookup<'_> {
         if crate::session::legacy::current_message_shape(&event.kind, &event.data) {
             return event;
         }
-        let id = self
-            .store
-            .registry()
-            .get(self.number)
-            .map(|r| r.header.id.clone())
-            .unwrap_or_default();
+        let id = self.store.id_of(self.number);
         let target_id = |target: Seq| -> Option<String> {
             let e = self.event_at(target).ok()??;
             let path: &[&str] = if e.kind == "user/message" {

@@ -15,28 +15,7 @@ fn a_rebuilt_index_catches_up_every_session_as_written() {
     let mut expected = Vec::new();
     {
         let store = Store::open(dir.path(), Config::default()).unwrap();
-        for (i, id) in ids.iter().enumerate() {
-            store
-                .create_session(SessionHeader::new(id.clone(), 1000 + i as u64))
-                .unwrap();
-        }
-        // Sessions of different lengths, interleaved in the log a flush group at a time.
-        let work: Vec<_> = (0..ids.len() as u64)
-            .map(|i| generate_events(&WorkloadConfig::default(), i, 300 + 120 * i))
-            .collect();
-        for start in (0..).step_by(25) {
-            let mut any = false;
-            for (id, events) in ids.iter().zip(&work) {
-                let chunk = events.get(start.min(events.len())..(start + 25).min(events.len()));
-                if let Some(chunk) = chunk.filter(|c| !c.is_empty()) {
-                    store.append_batch(id, chunk.to_vec()).unwrap();
-                    any = true;
-                }
-            }
-            if !any {
-                break;
-            }
-        }
+        write_interleaved(&store, &ids, 300, 120, 25);
         // An import of older shapes: user messages without `id` and `role` (dsh's loader gives
         // them both).
         let legacy: Vec<_> = generate_events(&WorkloadConfig::default(), 99, 400)
@@ -95,27 +74,7 @@ fn a_crashed_writers_tail_folds_to_what_the_writer_had() {
     // Checkpoints every 64 KiB: each session's checkpoints lag somewhere in its events.
     let config = || Config::default().checkpoint_bytes(64 << 10);
     let store = Store::open(dir.path(), config()).unwrap();
-    for (i, id) in ids.iter().enumerate() {
-        store
-            .create_session(SessionHeader::new(id.clone(), 1000 + i as u64))
-            .unwrap();
-    }
-    let work: Vec<_> = (0..ids.len() as u64)
-        .map(|i| generate_events(&WorkloadConfig::default(), i, 1500 + 400 * i))
-        .collect();
-    for start in (0..).step_by(30) {
-        let mut any = false;
-        for (id, events) in ids.iter().zip(&work) {
-            let chunk = events.get(start.min(events.len())..(start + 30).min(events.len()));
-            if let Some(chunk) = chunk.filter(|c| !c.is_empty()) {
-                store.append_batch(id, chunk.to_vec()).unwrap();
-                any = true;
-            }
-        }
-        if !any {
-            break;
-        }
-    }
+    write_interleaved(&store, &ids, 1500, 400, 30);
     let expected: Vec<_> = ids
         .iter()
         .map(|id| {
@@ -142,4 +101,31 @@ fn a_crashed_writers_tail_folds_to_what_the_writer_had() {
     let more = generate_events(&WorkloadConfig::default(), 0, 1600);
     store.append_batch(&ids[0], more[1500..].to_vec()).unwrap();
     assert_eq!(store.len(&ids[0]), Some(1600));
+}
+
+/// Creates the sessions `ids` and appends the dsh workload to them (session `i` gets
+/// `first + step * i` events), `group` events at a time, round robin: sessions of different
+/// lengths interleaved in the log.
+fn write_interleaved(store: &Store, ids: &[String], first: u64, step: u64, group: usize) {
+    for (i, id) in ids.iter().enumerate() {
+        store
+            .create_session(SessionHeader::new(id.clone(), 1000 + i as u64))
+            .unwrap();
+    }
+    let work: Vec<_> = (0..ids.len() as u64)
+        .map(|i| generate_events(&WorkloadConfig::default(), i, first + step * i))
+        .collect();
+    for start in (0..).step_by(group) {
+        let mut any = false;
+        for (id, events) in ids.iter().zip(&work) {
+            let chunk = events.get(start.min(events.len())..(start + group).min(events.len()));
+            if let Some(chunk) = chunk.filter(|c| !c.is_empty()) {
+                store.append_batch(id, chunk.to_vec()).unwrap();
+                any = true;
+            }
+        }
+        if !any {
+            break;
+        }
+    }
 }
