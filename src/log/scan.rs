@@ -156,10 +156,7 @@ impl Window {
             Err(e) => return Ok(Err(e)),
         };
         let Some(bytes) = self.bytes(offset, header.frame_len() as usize)? else {
-            return Ok(Err(DecodeError::Truncated {
-                needed: header.frame_len(),
-                available: self.file_len.saturating_sub(offset),
-            }));
+            return Ok(Err(self.truncated(offset, header.frame_len())));
         };
         Ok(frame::decode_payload(&header, &bytes[8..]).map(|p| (header, p)))
     }
@@ -171,34 +168,31 @@ impl Window {
         offset: u64,
         limits: &FrameLimits,
     ) -> io::Result<Result<FrameHeader, DecodeError>> {
-        let available = self.file_len.saturating_sub(offset);
-        if available < FRAME_HEADER_LEN as u64 {
-            return Ok(Err(DecodeError::Truncated {
-                needed: FRAME_HEADER_LEN as u64,
-                available,
-            }));
+        let needed = FRAME_HEADER_LEN as u64;
+        if self.file_len.saturating_sub(offset) < needed {
+            return Ok(Err(self.truncated(offset, needed)));
         }
         let mut hb = [0u8; FRAME_HEADER_LEN];
         match self.bytes(offset, FRAME_HEADER_LEN)? {
             Some(b) => hb.copy_from_slice(b),
-            None => {
-                return Ok(Err(DecodeError::Truncated {
-                    needed: FRAME_HEADER_LEN as u64,
-                    available: self.file_len.saturating_sub(offset),
-                }));
-            }
+            None => return Ok(Err(self.truncated(offset, needed))),
         }
         let header = match FrameHeader::parse(&hb, limits) {
             Ok(h) => h,
             Err(e) => return Ok(Err(e)),
         };
-        if header.frame_len() > available {
-            return Ok(Err(DecodeError::Truncated {
-                needed: header.frame_len(),
-                available,
-            }));
+        if header.frame_len() > self.file_len.saturating_sub(offset) {
+            return Ok(Err(self.truncated(offset, header.frame_len())));
         }
         Ok(Ok(header))
+    }
+
+    /// A frame at `offset` that needs `needed` bytes where the file (as last seen) ends first.
+    fn truncated(&self, offset: u64, needed: u64) -> DecodeError {
+        DecodeError::Truncated {
+            needed,
+            available: self.file_len.saturating_sub(offset),
+        }
     }
 
     /// True when every byte from `offset` to the end of the file is zero (read a window at
