@@ -123,8 +123,8 @@ pub use store::{
     BackgroundGc, BackgroundGcStats, Config, Durability, EraseError, Events, Eviction,
     EvictionReason, FollowError, FollowUpdate, Follower, ForkFailure, GC_LIVE_FRACTION, GcError,
     GcOptions, GcReport, Intent, InvariantCheck, Listed, ReaderView, Receipt, RecoveryReport,
-    Retention, SegmentSpace, Session, SessionInfo, SessionSpace, SpaceReport, SpaceTotals, Store,
-    TornSession, VerifyReport,
+    Retention, Salvaged, SegmentSpace, Session, SessionInfo, SessionSpace, SpaceReport,
+    SpaceTotals, Store, TornSession, VerifyReport,
 };
 
 #[cfg(feature = "interop")]

@@ -90,6 +90,12 @@ pub fn verify(store_dir: &Path, only: &[String]) -> CliResult {
             cut.skipped, cut.position, cut.reason
         );
     }
+    for s in &report.salvaged {
+        eprintln!(
+            "note: session \"{}\" seqs {}..={} follow the damaged frame at {} and are not in the index: `sessionlog recover --salvage` dropped them",
+            s.session, s.first, s.last, s.damaged
+        );
+    }
     let mut lines: Vec<String> = Vec::new();
     for bad in &report.bad_frames {
         lines.push(format!(

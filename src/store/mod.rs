@@ -51,7 +51,7 @@ pub use gc::{GcError, GcOptions, GcReport};
 pub use gc_background::{BackgroundGc, BackgroundGcStats};
 pub use retention::{Eviction, EvictionReason, Retention};
 pub use space::{GC_LIVE_FRACTION, SegmentSpace, SessionSpace, SpaceReport, SpaceTotals};
-pub use verify::{InvariantCheck, VerifyReport};
+pub use verify::{InvariantCheck, Salvaged, VerifyReport};
 
 pub use follow::{FollowError, FollowUpdate, Follower};
 pub use live::{ACK_FILE, ReaderView};

@@ -45,6 +45,9 @@ impl Store {
         })?;
         let mut report = VerifyReport::default();
         let mut next: HashMap<u64, Seq> = HashMap::new();
+        // Sessions whose seqs jump where the index ends: (first seq missing, last seq read,
+        // the frame where the jump was seen). What a salvage dropped, if a bad frame is before.
+        let mut cuts: HashMap<u64, (Seq, Seq, LogPosition)> = HashMap::new();
         let index = &self.index;
         let mut problems = Vec::new();
         let mut visit = |frame: scan::ScannedFrame| -> Result<(), OpenError> {
@@ -97,6 +100,21 @@ impl Store {
                             Record::Event { session, event } => {
                                 report.events += 1;
                                 let expected = next.entry(session).or_insert(0);
+                                let indexed_len = self.registry().get(session).map(|r| r.next_seq);
+                                // Recovery in salvage mode drops a session's events from a gap
+                                // on: the index then ends where the gap begins.
+                                let cut = cuts.get_mut(&session);
+                                if let Some(c) = cut {
+                                    if event.seq == *expected {
+                                        c.1 = event.seq;
+                                        *expected = event.seq + 1;
+                                        continue;
+                                    }
+                                } else if event.seq > *expected && indexed_len == Some(*expected) {
+                                    cuts.insert(session, (*expected, event.seq, frame.position));
+                                    *expected = event.seq + 1;
+                                    continue;
+                                }
                                 if event.seq != *expected {
                                     problems.push(format!(
                                         "{}: session number {session} seq {} (expected {})",
@@ -174,6 +192,25 @@ impl Store {
             &self.limits,
             &mut visit,
         )?;
+        let mut cuts: Vec<_> = cuts.into_iter().collect();
+        cuts.sort_unstable_by_key(|(_, (_, _, at))| *at);
+        for (session, (first, last, at)) in cuts {
+            let name = self.registry().get(session).map_or_else(
+                || format!("session number {session}"),
+                |r| r.header.id.clone(),
+            );
+            match scan.skipped.iter().rev().find(|b| b.position < at) {
+                Some(bad) => report.salvaged.push(Salvaged {
+                    session: name,
+                    first,
+                    last,
+                    damaged: bad.position,
+                }),
+                None => problems.push(format!(
+                    "{at}: session {name:?} jumps to a later seq where the index ends at seq {first}: seqs {first}..={last} are in the log but not in the index, and no damaged frame before them explains it"
+                )),
+            }
+        }
         // Comparing the index with one rebuilt from the log means something only when every
         // frame reads; bad frames are reported above.
         if scan.skipped.is_empty() {
@@ -487,6 +524,23 @@ pub struct VerifyReport {
     /// A torn tail that a read-only store found and the next writable open cuts (a crash or a
     /// failed write left it; nothing in it was acknowledged). Not a problem.
     pub pending_cut: Option<BadFrame>,
+    /// Events still in the log that the index does not hold because they follow a damaged
+    /// frame's gap in their session: what `recover --salvage` dropped (and reported). Not a
+    /// problem of their own; the damaged frame stays in `bad_frames`.
+    pub salvaged: Vec<Salvaged>,
+}
+
+/// A session's run of events that a salvage dropped after a damaged frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Salvaged {
+    /// The session's id (`session number N` when the log lost its creation).
+    pub session: String,
+    /// The first seq the index lacks (where the damaged frame's gap begins).
+    pub first: Seq,
+    /// The last seq of the session read after the gap.
+    pub last: Seq,
+    /// The damaged frame before the gap.
+    pub damaged: LogPosition,
 }
 
 impl VerifyReport {

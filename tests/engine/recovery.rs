@@ -253,6 +253,26 @@ fn salvage_mode_skips_the_bad_frame_and_reports_what_it_lost() {
     for seq in 0..5 {
         assert_eq!(store.get("b", seq).unwrap(), Some(small_event(seq, 1)));
     }
+    // Verify, before and after a reopen, reports the damaged frame and names what the
+    // salvage dropped as such, not as index entries gone missing.
+    let check = |store: &Store| {
+        let report = store.verify().unwrap();
+        assert_eq!(report.bad_frames.len(), 1);
+        assert_eq!(report.bad_frames[0].position, victim.position());
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_eq!(
+            report.salvaged,
+            vec![sessionlog::Salvaged {
+                session: "a".into(),
+                first: 2,
+                last: 4,
+                damaged: victim.position(),
+            }]
+        );
+    };
+    check(&store);
+    store.close().unwrap();
+    check(&Store::open(dir.path(), config(Durability::Sync)).unwrap());
 }
 
 #[test]

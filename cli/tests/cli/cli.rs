@@ -575,3 +575,58 @@ fn store_comes_from_the_environment() {
     assert_eq!(v[0]["events"], 0);
     assert!(v[0]["lastActivity"].is_null());
 }
+
+/// After `recover --salvage`, verify still reports the damaged frame, and names the events
+/// the salvage dropped in one note instead of one "missing index entry" line per event.
+#[test]
+fn verify_after_a_salvage_names_the_dropped_events_once() {
+    let _serial = crate::serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    {
+        let s = sessionlog::Store::open(&store, sessionlog::Config::default()).unwrap();
+        s.create_session(sessionlog::SessionHeader::new("s1", 1000))
+            .unwrap();
+        for seq in 0..40 {
+            let turn = seq / 2 + 1;
+            let event = if seq % 2 == 0 {
+                sessionlog::Event::new("turn/start", seq, 1, format!(r#"{{"turn":{turn}}}"#))
+            } else {
+                sessionlog::Event::new(
+                    "turn/end",
+                    seq,
+                    2,
+                    format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}}}}"#),
+                )
+            };
+            s.append("s1", event).unwrap();
+            s.flush().unwrap();
+        }
+        s.close().unwrap();
+    }
+    // A frame in the middle of the log (segment header 32 bytes; each frame holds one event).
+    let seg = store.join("segments/00000000000000000001.seg");
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x55;
+    std::fs::write(&seg, &bytes).unwrap();
+    let r = ok(sessionlog(&store, &["recover", "--salvage"]));
+    assert!(r.contains("dropped: session \"s1\" seqs "), "{r}");
+    let v = sessionlog(&store, &["verify"]);
+    let (out, err) = (stdout(&v), stderr(&v));
+    assert_eq!(v.status.code(), Some(1), "{out}{err}");
+    assert!(out.contains("1 problem(s): 1 bad frame(s)"), "{out}{err}");
+    assert!(!out.contains("missing"), "{out}");
+    let note = err
+        .lines()
+        .find(|l| l.starts_with("note: session \"s1\" seqs "))
+        .unwrap_or_else(|| panic!("a note on the dropped events: {err}"));
+    assert!(
+        note.contains("..=39 follow the damaged frame at segment 1 offset"),
+        "{note}"
+    );
+    assert!(
+        note.contains("`sessionlog recover --salvage` dropped them"),
+        "{note}"
+    );
+}
