@@ -37,6 +37,7 @@ impl Index {
             Durability::None
         })?;
         let meta_value = |key: &str, payload: &[u8]| seal(key.as_bytes(), payload);
+        let (rows, ops) = batch.squashed();
         {
             let mut meta = txn.open_table(META)?;
             meta.insert(
@@ -47,11 +48,11 @@ impl Index {
                 META_WATERMARK,
                 meta_value(META_WATERMARK, &watermark.encode()).as_slice(),
             )?;
-            let purged = batch.ops.iter().filter_map(|op| match op {
+            let purged = ops.iter().filter_map(|op| match op {
                 IndexOp::Purge { session, .. } => Some(*session),
                 _ => None,
             });
-            if let Some(max) = batch.sessions.iter().map(|r| r.number).chain(purged).max() {
+            if let Some(max) = rows.iter().map(|r| r.number).chain(purged).max() {
                 let stored = match meta.get(META_NEXT_SESSION)? {
                     Some(v) => {
                         let v = unseal("meta", META_NEXT_SESSION.as_bytes(), v.value())?;
@@ -69,7 +70,7 @@ impl Index {
             }
             let mut sessions = txn.open_table(SESSIONS)?;
             let mut ids = txn.open_table(SESSION_IDS)?;
-            for row in &batch.sessions {
+            for row in rows {
                 let key = KeyBytes::number(row.number);
                 sessions.insert(row.number, seal(&key, &row.encode()).as_slice())?;
                 ids.insert(row.number, seal(&key, row.header.id.as_bytes()).as_slice())?;
@@ -107,7 +108,7 @@ impl Index {
             let mut surface = txn.open_table(SURFACE)?;
             let mut states = txn.open_table(SESSION_STATE)?;
             let mut projections = txn.open_table(PROJECTIONS)?;
-            for op in &batch.ops {
+            for op in ops {
                 match op {
                     IndexOp::Link {
                         session,

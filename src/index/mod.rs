@@ -397,4 +397,63 @@ mod tests {
         assert_eq!(index.run(1, 0).unwrap(), None);
         assert_eq!(index.run(2, 1).unwrap().unwrap().first_seq, 0);
     }
+
+    fn op_strategy() -> impl proptest::strategy::Strategy<Value = IndexOp> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0u64..20, 0u64..20, 0u64..20).prop_map(|(seq, prev, next)| IndexOp::Link {
+                session: 1,
+                seq,
+                prev,
+                next,
+            }),
+            (0u64..20).prop_map(|seq| IndexOp::Unlink { session: 1, seq }),
+            (0u64..20).prop_map(|covered| IndexOp::State {
+                session: 1,
+                covered,
+                bytes: vec![covered as u8],
+            }),
+            (0usize..2, 0u8..9).prop_map(|(k, v)| IndexOp::Projection {
+                session: 1,
+                key: ["stats", "title"][k].to_owned(),
+                record: vec![v],
+            }),
+        ]
+    }
+
+    proptest::proptest! {
+        /// A batch's squashed operations leave the index exactly as applying every operation
+        /// one by one does: the nodes of the batch's own events (seqs 10..20) start absent,
+        /// older nodes (0..10) present.
+        #[test]
+        fn squashed_batches_write_what_their_operations_in_order_write(
+            ops in proptest::collection::vec(op_strategy(), 0..40)
+        ) {
+            let base = IndexBatch {
+                sessions: vec![SessionRow::new(1, crate::event::SessionHeader::new("s", 1))],
+                events: (0..10).map(|seq| (1, seq, loc(10, seq as u32 * 8))).collect(),
+                ops: (0..10)
+                    .map(|seq| IndexOp::Link { session: 1, seq, prev: seq.wrapping_sub(1), next: seq + 1 })
+                    .collect(),
+            };
+            let events: Vec<_> = (10..20).map(|seq| (1, seq, loc(20, seq as u32 * 8))).collect();
+            let (squashed, one_by_one) = (Index::in_memory().unwrap(), Index::in_memory().unwrap());
+            let w = Watermark::default();
+            for index in [&squashed, &one_by_one] {
+                index.commit(&base, w, false).unwrap();
+            }
+            squashed
+                .commit(&IndexBatch { sessions: Vec::new(), events: events.clone(), ops: ops.clone() }, w, false)
+                .unwrap();
+            one_by_one
+                .commit(&IndexBatch { sessions: Vec::new(), events, ops: Vec::new() }, w, false)
+                .unwrap();
+            for op in ops {
+                one_by_one
+                    .commit(&IndexBatch { sessions: Vec::new(), events: Vec::new(), ops: vec![op] }, w, false)
+                    .unwrap();
+            }
+            proptest::prop_assert_eq!(squashed.dump().unwrap(), one_by_one.dump().unwrap());
+        }
+    }
 }

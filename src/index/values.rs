@@ -487,4 +487,70 @@ impl IndexBatch {
     pub fn is_empty(&self) -> bool {
         self.sessions.is_empty() && self.events.is_empty() && self.ops.is_empty()
     }
+
+    /// The rows and operations that leave the index as applying all of them in order would:
+    /// the last row of each session; of the operations on one key (a surface node, a
+    /// session's state, a projection record) only the last; and no operation at all for a
+    /// surface node that is an event of this batch and ends unlinked (the index never held
+    /// it). A deferred batch links each node twice (as the tail, then with its successor) and
+    /// often unlinks the node before it (a streamed message replaced): writing each key once
+    /// saves most of its entries. A batch that purges a session is taken as it is.
+    pub fn squashed(&self) -> (Vec<&SessionRow>, Vec<&IndexOp>) {
+        use std::collections::HashMap;
+        #[derive(PartialEq, Eq, Hash)]
+        enum Key<'a> {
+            Node(u64, Seq),
+            State(u64),
+            Projection(u64, &'a str),
+        }
+        let mut last_row: HashMap<u64, usize> = HashMap::new();
+        for (i, row) in self.sessions.iter().enumerate() {
+            last_row.insert(row.number, i);
+        }
+        let rows = self
+            .sessions
+            .iter()
+            .enumerate()
+            .filter(|(i, row)| last_row.get(&row.number) == Some(i))
+            .map(|(_, row)| row)
+            .collect();
+        // A batch holds a contiguous stretch of each session's events, appended since the
+        // index was last committed: a seq at or past the first is new to the index.
+        let mut first_new: HashMap<u64, Seq> = HashMap::new();
+        for &(session, seq, _) in &self.events {
+            first_new
+                .entry(session)
+                .and_modify(|s| *s = (*s).min(seq))
+                .or_insert(seq);
+        }
+        let mut slots: Vec<Option<&IndexOp>> = Vec::with_capacity(self.ops.len());
+        let mut at: HashMap<Key<'_>, usize> = HashMap::with_capacity(self.ops.len());
+        for op in &self.ops {
+            let key = match op {
+                IndexOp::Link { session, seq, .. } | IndexOp::Unlink { session, seq } => {
+                    Key::Node(*session, *seq)
+                }
+                IndexOp::State { session, .. } => Key::State(*session),
+                IndexOp::Projection { session, key, .. } => Key::Projection(*session, key),
+                IndexOp::Purge { .. } => return (rows, self.ops.iter().collect()),
+            };
+            if let Some(old) = at.insert(key, slots.len())
+                && let Some(slot) = slots.get_mut(old)
+            {
+                *slot = None;
+            }
+            slots.push(Some(op));
+        }
+        let ops = slots
+            .into_iter()
+            .flatten()
+            .filter(|op| match op {
+                IndexOp::Unlink { session, seq } => {
+                    first_new.get(session).is_none_or(|first| seq < first)
+                }
+                _ => true,
+            })
+            .collect();
+        (rows, ops)
+    }
 }
