@@ -123,25 +123,27 @@ impl Store {
                 ));
             }
         }
-        let mut registry = self.registry_mut();
+        // The session's row after these events. Every change to a live session's row is made
+        // holding the session's core (appends, folds, and the forks and deletes that change a
+        // parent's count of children), so it stays as read here until it is put back below:
+        // staged first, then published in the registry. A reader never sees a length whose
+        // events are not staged yet, and no append holds the registry while it stages (at 64
+        // sessions every appender queued behind the one staging).
+        let mut row = self
+            .registry()
+            .get(number)
+            .cloned()
+            .ok_or_else(|| AppendError::NoSuchSession(session.to_owned()))?;
         for e in &planned {
-            registry
-                .event(number, e.seq, e.time, e.data.len())
-                .map_err(|reason| AppendError::Registry {
+            super::registry::count_event(&mut row, e.seq, e.time, e.data.len()).map_err(
+                |reason| AppendError::Registry {
                     session: session.to_owned(),
                     seq: e.seq,
                     reason,
-                })?;
+                },
+            )?;
         }
-        let row = match registry.get(number) {
-            Some(r) => {
-                let mut r = r.clone();
-                set_surface(&mut r, state);
-                r
-            }
-            None => return Err(AppendError::NoSuchSession(session.to_owned())),
-        };
-        registry.put(row.clone());
+        set_surface(&mut row, state);
         let last_seq = planned
             .last()
             .map_or(state.next_seq().saturating_sub(1), |e| e.seq);
@@ -153,9 +155,9 @@ impl Store {
                 .map(|(bytes, e)| (bytes, Some((number, e.clone()))))
                 .collect(),
             ops,
-            rows: vec![row],
+            rows: vec![row.clone()],
         })?;
-        drop(registry);
+        self.registry_mut().put(row);
         if checkpoint_due {
             core.checkpointed = state.next_seq();
         }

@@ -132,20 +132,7 @@ impl Registry {
             .rows
             .get_mut(&number)
             .ok_or(RegistryError::Unknown(number))?;
-        if seq != row.next_seq {
-            return Err(RegistryError::Gap {
-                id: row.header.id.clone(),
-                got: seq,
-                expected: row.next_seq,
-            });
-        }
-        row.next_seq += 1;
-        row.data_bytes += data_len as u64;
-        row.last_time = time;
-        if row.is_verbatim() {
-            // A verbatim session has no surface table: it is always "covered".
-            row.surface_covered = row.next_seq;
-        }
+        count_event(row, seq, time, data_len)?;
         Ok(row)
     }
 
@@ -219,4 +206,29 @@ impl Registry {
         }
         number
     }
+}
+
+/// Accounts for one event appended to the session of `row` (its next seq, data bytes and last
+/// time): [`Registry::event`] on a row the caller holds.
+pub(crate) fn count_event(
+    row: &mut SessionRow,
+    seq: Seq,
+    time: i64,
+    data_len: usize,
+) -> Result<(), RegistryError> {
+    if seq != row.next_seq {
+        return Err(RegistryError::Gap {
+            id: row.header.id.clone(),
+            got: seq,
+            expected: row.next_seq,
+        });
+    }
+    row.next_seq += 1;
+    row.data_bytes += data_len as u64;
+    row.last_time = time;
+    if row.is_verbatim() {
+        // A verbatim session has no surface table: it is always "covered".
+        row.surface_covered = row.next_seq;
+    }
+    Ok(())
 }

@@ -253,8 +253,10 @@ impl Store {
         let mut child_projections = (plan.seed_length == state.next_seq())
             .then(|| core.projections.clone())
             .flatten();
-        drop(core);
 
+        // The parent's core stays locked until the fork is staged: the fork changes the
+        // parent's row (its count of children), and an append to the parent stages its row
+        // without the registry's lock (see `append_locked`).
         let mut registry = self.registry_mut();
         let child = registry.next_number();
         let mut rows = registry
@@ -295,6 +297,7 @@ impl Store {
             rows,
         })?;
         drop(registry);
+        drop(core);
         let child_core = self.core(child);
         let mut child_core = lock(&child_core);
         child_core.checkpointed = child_state.next_seq();
@@ -343,8 +346,28 @@ impl Store {
                 .ok_or_else(|| AppendError::NoSuchSession((*id).to_owned()))?;
             numbers.insert(n, (*id).to_owned());
         }
+        // The live sessions a delete may change the row of: each deleted one, and its live
+        // ancestors (the count of children of the parent of a fork it purges). Their cores are
+        // held until the delete is staged, as an append to them stages its row without the
+        // registry's lock (see `append_locked`); an ancestor's link never changes.
+        let mut locked: BTreeSet<u64> = numbers.keys().copied().collect();
+        {
+            let registry = self.registry();
+            for &n in numbers.keys() {
+                let mut parent = registry.get(n).map_or(0, |r| r.parent);
+                while parent != 0 {
+                    let Some(row) = registry.get(parent) else {
+                        break;
+                    };
+                    if !row.is_deleted() {
+                        locked.insert(parent);
+                    }
+                    parent = row.parent;
+                }
+            }
+        }
         // Cores in number order (as every multi-session operation takes them).
-        let cores: Vec<_> = numbers.keys().map(|n| self.core(*n)).collect();
+        let cores: Vec<_> = locked.iter().map(|n| self.core(*n)).collect();
         let _cores: Vec<_> = cores.iter().map(|c| lock(c)).collect();
         let mut registry = self.registry_mut();
         check(&registry, &numbers)?;
