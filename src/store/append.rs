@@ -46,6 +46,7 @@ impl Store {
             return self.append_verbatim_locked(session, number, events);
         }
         let committer = self.committer()?;
+        committer.refuse_if_failed()?;
         self.ensure_folded(number, core)?;
         let Some(real) = core.state.as_mut() else {
             return Err(AppendError::NoSuchSession(session.to_owned()));

@@ -226,6 +226,8 @@ pub(crate) struct Committer {
     dirs: Mutex<Option<DirSyncs>>,
     /// Publishes the log position of each durable commit for readers (`ACKED`).
     publisher: std::sync::OnceLock<Arc<super::live::Publisher>>,
+    /// Set with `State::failed`: read without the lock by [`Committer::refuse_if_failed`].
+    has_failed: std::sync::atomic::AtomicBool,
 }
 
 /// Directories whose entries must be durable before the first frame is written.
@@ -298,6 +300,7 @@ impl Committer {
             encoders: Mutex::new(Vec::new()),
             dirs: Mutex::new(None),
             publisher: std::sync::OnceLock::new(),
+            has_failed: std::sync::atomic::AtomicBool::new(false),
             config,
         }
     }
@@ -306,6 +309,26 @@ impl Committer {
     /// `segments/` itself) created just before a crash may not have a durable directory
     /// entry, and nothing may be acknowledged on top of it until it has. A store opened only
     /// to read and resume issues no fsync.
+    /// Records the failure that stops the writer: every later write is refused with it.
+    fn set_failed(&self, st: &mut State, failure: WriteFailure) {
+        st.failed = Some(failure);
+        self.has_failed
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// `PreviousIo` once a write or sync failed (the writer stops until reopened), checked
+    /// before an append validates anything: an append the failure stopped half-way may have
+    /// advanced its session's state, and a later one must get the failure, not a seq error.
+    pub(crate) fn refuse_if_failed(&self) -> Result<(), AppendError> {
+        if !self.has_failed.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(());
+        }
+        match &self.lock().failed {
+            Some(f) => Err(AppendError::PreviousIo(f.clone())),
+            None => Ok(()),
+        }
+    }
+
     /// Sets where durable commits are published (once, at open).
     pub(crate) fn set_publisher(&self, publisher: Arc<super::live::Publisher>) {
         let _ = self.publisher.set(publisher);
@@ -390,7 +413,7 @@ impl Committer {
             }
             Err(e) => {
                 let failure = WriteFailure::from(e);
-                st.failed = Some(failure.clone());
+                self.set_failed(&mut st, failure.clone());
                 Err(AppendError::PreviousIo(failure))
             }
         };
@@ -667,7 +690,7 @@ impl Committer {
             }
             Err(e) => {
                 let failure = WriteFailure::from(e);
-                st.failed = Some(failure.clone());
+                self.set_failed(&mut st, failure.clone());
                 self.wake(&mut st);
                 Err(AppendError::PreviousIo(failure))
             }

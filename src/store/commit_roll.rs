@@ -55,7 +55,7 @@ impl Committer {
                 st.active = active;
                 st.carry = carry;
                 st.carry_keys = carry_keys;
-                st.failed = Some(failure.clone());
+                self.set_failed(&mut st, failure.clone());
                 self.wake(&mut st);
                 return Err(AppendError::PreviousIo(failure));
             }
@@ -90,7 +90,7 @@ impl Committer {
             }
             Err(e) => {
                 let failure = WriteFailure::from(AppendError::from(e));
-                st.failed = Some(failure.clone());
+                self.set_failed(&mut st, failure.clone());
                 Err(AppendError::PreviousIo(failure))
             }
         };

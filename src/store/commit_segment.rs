@@ -135,7 +135,7 @@ impl Committer {
             Ok(()) => Ok(()),
             Err(e) => {
                 let failure = crate::error::WriteFailure::from(e);
-                st.failed = Some(failure.clone());
+                self.set_failed(&mut st, failure.clone());
                 Err(AppendError::PreviousIo(failure))
             }
         };

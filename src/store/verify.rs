@@ -45,9 +45,12 @@ impl Store {
         })?;
         let mut report = VerifyReport::default();
         let mut next: HashMap<u64, Seq> = HashMap::new();
-        // Sessions whose seqs jump where the index ends: (first seq missing, last seq read,
-        // the frame where the jump was seen). What a salvage dropped, if a bad frame is before.
-        let mut cuts: HashMap<u64, (Seq, Seq, LogPosition)> = HashMap::new();
+        // Sessions whose seqs jump past events a damaged frame held: (the first seq missing,
+        // the last seq read while the session did not continue, the frame where the jump was
+        // seen). What a salvage dropped, if a bad frame is before; `open_cuts` until an event
+        // continues the session (one appended after the salvage).
+        let mut open_cuts: HashMap<u64, (Seq, Seq, LogPosition)> = HashMap::new();
+        let mut cuts: Vec<(u64, (Seq, Seq, LogPosition))> = Vec::new();
         let index = &self.index;
         let mut problems = Vec::new();
         let mut visit = |frame: scan::ScannedFrame| -> Result<(), OpenError> {
@@ -100,19 +103,20 @@ impl Store {
                             Record::Event { session, event } => {
                                 report.events += 1;
                                 let expected = next.entry(session).or_insert(0);
-                                let indexed_len = self.registry().get(session).map(|r| r.next_seq);
-                                // Recovery in salvage mode drops a session's events from a gap
-                                // on: the index then ends where the gap begins.
-                                let cut = cuts.get_mut(&session);
-                                if let Some(c) = cut {
-                                    if event.seq == *expected {
-                                        c.1 = event.seq;
-                                        *expected = event.seq + 1;
+                                // Recovery in salvage mode drops every event that does not
+                                // continue its session: `expected` stays where the gap begins
+                                // until an event with that seq comes.
+                                if let Some(c) = open_cuts.get_mut(&session) {
+                                    if event.seq != *expected {
+                                        c.1 = c.1.max(event.seq);
                                         continue;
                                     }
-                                } else if event.seq > *expected && indexed_len == Some(*expected) {
-                                    cuts.insert(session, (*expected, event.seq, frame.position));
-                                    *expected = event.seq + 1;
+                                    if let Some(c) = open_cuts.remove(&session) {
+                                        cuts.push((session, c));
+                                    }
+                                } else if event.seq > *expected {
+                                    open_cuts
+                                        .insert(session, (*expected, event.seq, frame.position));
                                     continue;
                                 }
                                 if event.seq != *expected {
@@ -192,7 +196,7 @@ impl Store {
             &self.limits,
             &mut visit,
         )?;
-        let mut cuts: Vec<_> = cuts.into_iter().collect();
+        cuts.extend(open_cuts);
         cuts.sort_unstable_by_key(|(_, (_, _, at))| *at);
         for (session, (first, last, at)) in cuts {
             let name = self.registry().get(session).map_or_else(
@@ -207,7 +211,7 @@ impl Store {
                     damaged: bad.position,
                 }),
                 None => problems.push(format!(
-                    "{at}: session {name:?} jumps to a later seq where the index ends at seq {first}: seqs {first}..={last} are in the log but not in the index, and no damaged frame before them explains it"
+                    "{at}: session {name:?} skips from seq {first} to a later one (seqs up to {last} do not continue it), and no damaged frame before them explains it"
                 )),
             }
         }

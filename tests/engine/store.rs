@@ -192,6 +192,38 @@ fn race_forks_and_deletes_beside_appends() {
     assert!(store.sessions().is_empty());
 }
 
+/// A failed write stops the writer: an append refused after it leaves the session's length as
+/// it was, and every later append, at that length, gets the failure (`PreviousIo`), not a seq
+/// error from a state the refused append had advanced.
+#[test]
+fn appends_after_a_failed_write_get_the_failure() {
+    use sessionlog::fs::sim::{SimFaults, SimFs, SimOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let sim = SimFs::new(1, SimOptions::default());
+    let store = Store::open(
+        dir.path(),
+        config(Durability::Buffered).with_fs(sim.clone()),
+    )
+    .unwrap();
+    store.create_session(SessionHeader::new("a", 1)).unwrap();
+    for seq in 0..5 {
+        store.append("a", synthetic_event(seq, 0)).unwrap();
+    }
+    store.flush().unwrap();
+    store.append("a", synthetic_event(5, 0)).unwrap();
+    sim.set_faults(SimFaults {
+        enospc_after_writes: Some(0),
+        ..SimFaults::default()
+    });
+    assert!(matches!(store.flush(), Err(AppendError::PreviousIo(_))));
+    sim.set_faults(SimFaults::default());
+    for _ in 0..3 {
+        let n = store.len("a").unwrap();
+        let r = store.append("a", synthetic_event(n, 0));
+        assert!(matches!(r, Err(AppendError::PreviousIo(_))), "{r:?}");
+    }
+}
+
 #[test]
 fn buffered_appends_are_not_durable_until_flush() {
     let dir = tempfile::tempdir().unwrap();
