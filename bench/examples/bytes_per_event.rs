@@ -19,30 +19,12 @@ use sessionlog::log::frame::{self, FRAME_HEADER_LEN, FrameLimits};
 use sessionlog::log::record::Record;
 use sessionlog::log::segment::{SEGMENT_HEADER_LEN, SEGMENTS_DIR};
 use sessionlog::store::{Config, INDEX_FILE};
+use sessionlog_bench::dataset::write_session;
 use sessionlog_bench::faithful::DshJsonlWriter;
-use sessionlog_bench::peers::{SessionlogStyle, SessionlogWriter, Writer, dir_bytes};
-use sessionlog_bench::workload::{
-    FlushGroup, SessionGenerator, WorkloadConfig, event_json, session_header,
-};
+use sessionlog_bench::peers::{SessionlogStyle, SessionlogWriter, dir_bytes};
+use sessionlog_bench::workload::WorkloadConfig;
 
 type R<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
-
-/// Writes the dataset: one `write` per flush group, as the bench's `build_dataset`.
-fn build(writer: Box<dyn Writer>, turns: u64) -> R<(u64, u64)> {
-    let c = WorkloadConfig {
-        turns,
-        ..WorkloadConfig::default()
-    };
-    writer.create(0, &session_header(0))?;
-    let (mut events, mut json) = (0u64, 0u64);
-    for FlushGroup { events: g } in SessionGenerator::new(&c, 0) {
-        events += g.len() as u64;
-        json += g.iter().map(|e| event_json(e).len() as u64).sum::<u64>();
-        writer.write(0, g)?;
-    }
-    writer.close()?;
-    Ok((events, json))
-}
 
 #[derive(Default, Debug)]
 struct Breakdown {
@@ -110,11 +92,11 @@ fn main() -> R<()> {
         config = config.compress_threshold(t);
     }
     let writer = SessionlogWriter::open_with(&sl, config, SessionlogStyle::FramesNoSync)?;
-    let (n, json) = build(Box::new(writer), turns)?;
+    let (n, json) = write_session(Box::new(writer), turns)?;
     let dsh = tmp.path().join("dsh");
     std::fs::create_dir_all(&dsh)?;
     if std::env::var_os("SKIP_DSH").is_none() {
-        build(Box::new(DshJsonlWriter::open(&dsh, false)), turns)?;
+        write_session(Box::new(DshJsonlWriter::open(&dsh, false)), turns)?;
     }
 
     let per = |x: u64| x as f64 / n as f64;

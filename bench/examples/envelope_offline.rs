@@ -11,12 +11,11 @@ use std::path::PathBuf;
 
 use sessionlog::event::{KeyOrder, SurfaceOp};
 use sessionlog::log::dictionary::DICTIONARY_1;
-use sessionlog::log::frame::{self, FrameLimits};
 use sessionlog::log::record::{EventRecord, Record};
-use sessionlog::log::segment::{SEGMENT_HEADER_LEN, SEGMENTS_DIR};
 use sessionlog::store::Config;
-use sessionlog_bench::peers::{SessionlogStyle, SessionlogWriter, Writer};
-use sessionlog_bench::workload::{FlushGroup, SessionGenerator, WorkloadConfig, session_header};
+use sessionlog_bench::dataset::{frame_payloads, write_session};
+use sessionlog_bench::peers::{SessionlogStyle, SessionlogWriter};
+use sessionlog_bench::workload::WorkloadConfig;
 
 type R<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -211,40 +210,19 @@ fn main() -> R<()> {
         None => std::env::current_dir()?,
     };
     let tmp = tempfile::tempdir_in(base)?;
-    let c = WorkloadConfig {
-        turns: WorkloadConfig::default().turns_for_events(events),
-        ..WorkloadConfig::default()
-    };
     let sl = tmp.path().join("sessionlog");
     let writer =
         SessionlogWriter::open_with(&sl, Config::default(), SessionlogStyle::FramesNoSync)?;
-    writer.create(0, &session_header(0))?;
-    let mut n = 0u64;
-    for FlushGroup { events: g } in SessionGenerator::new(&c, 0) {
-        n += g.len() as u64;
-        writer.write(0, g)?;
-    }
-    Box::new(writer).close()?;
-
+    let turns = WorkloadConfig::default().turns_for_events(events);
+    let (n, _) = write_session(Box::new(writer), turns)?;
     let mut frames: Vec<Vec<Record>> = Vec::new();
-    let mut names_: Vec<_> = std::fs::read_dir(sl.join(SEGMENTS_DIR))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .collect();
-    names_.sort();
-    for path in names_ {
-        let bytes = std::fs::read(&path)?;
-        let mut at = SEGMENT_HEADER_LEN as usize;
-        while at < bytes.len() {
-            let (header, payload) = frame::decode(&bytes[at..], &FrameLimits::default())?;
-            frames.push(
-                Record::decode_all(&payload)?
-                    .into_iter()
-                    .map(|(_, r)| r)
-                    .collect(),
-            );
-            at += header.frame_len() as usize;
-        }
+    for payload in frame_payloads(&sl)? {
+        frames.push(
+            Record::decode_all(&payload)?
+                .into_iter()
+                .map(|(_, r)| r)
+                .collect(),
+        );
     }
     let names = type_names();
     eprintln!(

@@ -14,11 +14,10 @@
 use std::time::Instant;
 
 use sessionlog::log::dictionary::DICTIONARY_1;
-use sessionlog::log::frame::{self, FrameLimits};
-use sessionlog::log::segment::{SEGMENT_HEADER_LEN, SEGMENTS_DIR};
 use sessionlog::store::Config;
-use sessionlog_bench::peers::{SessionlogStyle, SessionlogWriter, Writer};
-use sessionlog_bench::workload::{FlushGroup, SessionGenerator, WorkloadConfig, session_header};
+use sessionlog_bench::dataset::{frame_payloads, write_session};
+use sessionlog_bench::peers::{SessionlogStyle, SessionlogWriter};
+use sessionlog_bench::workload::WorkloadConfig;
 use zstd::zstd_safe::{self, CParameter, Strategy};
 
 type R<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -27,34 +26,11 @@ type R<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 fn payloads(events: u64) -> R<(Vec<Vec<u8>>, u64)> {
     let tmp = tempfile::tempdir()?;
     let dir = tmp.path().join("store");
-    let c = WorkloadConfig {
-        turns: WorkloadConfig::default().turns_for_events(events),
-        ..WorkloadConfig::default()
-    };
     let writer =
         SessionlogWriter::open_with(&dir, Config::default(), SessionlogStyle::FramesNoSync)?;
-    writer.create(0, &session_header(0))?;
-    let mut n = 0u64;
-    for FlushGroup { events: g } in SessionGenerator::new(&c, 0) {
-        n += g.len() as u64;
-        writer.write(0, g)?;
-    }
-    Box::new(writer).close()?;
-    let mut out = Vec::new();
-    let mut files: Vec<_> = std::fs::read_dir(dir.join(SEGMENTS_DIR))?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<_, _>>()?;
-    files.sort();
-    for path in files {
-        let bytes = std::fs::read(path)?;
-        let mut at = SEGMENT_HEADER_LEN as usize;
-        while at < bytes.len() {
-            let (header, payload) = frame::decode(&bytes[at..], &FrameLimits::default())?;
-            out.push(payload);
-            at += header.frame_len() as usize;
-        }
-    }
-    Ok((out, n))
+    let turns = WorkloadConfig::default().turns_for_events(events);
+    let (n, _) = write_session(Box::new(writer), turns)?;
+    Ok((frame_payloads(&dir)?, n))
 }
 
 fn main() -> R<()> {

@@ -32,6 +32,7 @@
 
 mod append;
 pub mod chart;
+pub mod dataset;
 pub mod faithful;
 pub mod fold;
 pub mod gc;
