@@ -384,12 +384,17 @@ impl Scenario {
                             .find(|s| s.deleted.is_none() && store.len(&s.id).is_some())
                     {
                         // A valid event at the store's next seq (a compaction's appends may
-                        // have stopped half-way).
-                        let seq = store.len(&s.id).unwrap_or(0);
-                        let r = store
-                            .append(&s.id, Event::new("assistant/chunk", seq, 1, r#"{"n":1}"#));
-                        if !matches!(r, Err(AppendError::PreviousIo(_))) {
-                            return Err(format!("{what}: append after a failed write gave {r:?}"));
+                        // have stopped half-way), twice: a refused append must leave nothing
+                        // behind that turns the next one into another error.
+                        for attempt in 0..2 {
+                            let seq = store.len(&s.id).unwrap_or(0);
+                            let r = store
+                                .append(&s.id, Event::new("assistant/chunk", seq, 1, r#"{"n":1}"#));
+                            if !matches!(r, Err(AppendError::PreviousIo(_))) {
+                                return Err(format!(
+                                    "{what}: append {attempt} after a failed write gave {r:?}"
+                                ));
+                            }
                         }
                     }
                     if let Some(store) = &store {
