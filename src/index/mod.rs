@@ -41,6 +41,7 @@ macro_rules! each_data_table {
 
 mod commit;
 mod guard;
+pub(crate) mod numhash;
 mod open;
 mod read;
 mod rewrite;

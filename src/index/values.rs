@@ -1,6 +1,7 @@
 //! The byte layouts of the index's keys and values (format-spec.md §5): value CRCs, event
 //! runs, surface links, the watermark, session rows, and the batches a commit writes.
 
+use super::numhash::NumMap;
 use super::*;
 use crate::error::LogPosition;
 use crate::event::{Seq, SessionHeader};
@@ -215,7 +216,7 @@ impl Run {
 /// spans frames.
 pub fn coalesce(events: &[(u64, Seq, Location)]) -> Vec<(u64, Run)> {
     let mut runs: Vec<(u64, Run)> = Vec::new();
-    let mut open: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+    let mut open: NumMap<u64, usize> = NumMap::default();
     for &(session, seq, loc) in events {
         if let Some(&i) = open.get(&session) {
             let run = &mut runs[i].1;
@@ -496,14 +497,13 @@ impl IndexBatch {
     /// often unlinks the node before it (a streamed message replaced): writing each key once
     /// saves most of its entries. A batch that purges a session is taken as it is.
     pub fn squashed(&self) -> (Vec<&SessionRow>, Vec<&IndexOp>) {
-        use std::collections::HashMap;
         #[derive(PartialEq, Eq, Hash)]
         enum Key<'a> {
             Node(u64, Seq),
             State(u64),
             Projection(u64, &'a str),
         }
-        let mut last_row: HashMap<u64, usize> = HashMap::new();
+        let mut last_row: NumMap<u64, usize> = NumMap::default();
         for (i, row) in self.sessions.iter().enumerate() {
             last_row.insert(row.number, i);
         }
@@ -516,7 +516,7 @@ impl IndexBatch {
             .collect();
         // A batch holds a contiguous stretch of each session's events, appended since the
         // index was last committed: a seq at or past the first is new to the index.
-        let mut first_new: HashMap<u64, Seq> = HashMap::new();
+        let mut first_new: NumMap<u64, Seq> = NumMap::default();
         for &(session, seq, _) in &self.events {
             first_new
                 .entry(session)
@@ -524,7 +524,8 @@ impl IndexBatch {
                 .or_insert(seq);
         }
         let mut slots: Vec<Option<&IndexOp>> = Vec::with_capacity(self.ops.len());
-        let mut at: HashMap<Key<'_>, usize> = HashMap::with_capacity(self.ops.len());
+        let mut at: NumMap<Key<'_>, usize> =
+            NumMap::with_capacity_and_hasher(self.ops.len(), Default::default());
         for op in &self.ops {
             let key = match op {
                 IndexOp::Link { session, seq, .. } | IndexOp::Unlink { session, seq } => {

@@ -177,9 +177,9 @@ struct State {
     /// Segment numbers in use (the next segment is `last + 1`).
     next_segment: u64,
     /// Events staged but not yet in the index, for reads.
-    pending: super::numhash::NumMap<(u64, Seq), Arc<Event>>,
+    pending: crate::index::numhash::NumMap<(u64, Seq), Arc<Event>>,
     /// Latest staged row per dirty session.
-    dirty: super::numhash::NumMap<u64, SessionRow>,
+    dirty: crate::index::numhash::NumMap<u64, SessionRow>,
     watermark: Watermark,
     bytes_since_checkpoint: u64,
     /// A non-durable index commit happened since the last durable one.

@@ -34,7 +34,6 @@ mod internals;
 pub(crate) mod live;
 mod lock;
 mod lookup;
-mod numhash;
 mod open;
 mod read;
 pub mod recovery;
@@ -188,7 +187,7 @@ pub struct Store {
     index: Arc<Index>,
     pub(crate) committer: Option<Arc<Committer>>,
     registry: RwLock<Registry>,
-    cores: Mutex<numhash::NumMap<u64, Arc<Mutex<Core>>>>,
+    cores: Mutex<crate::index::numhash::NumMap<u64, Arc<Mutex<Core>>>>,
     overlay: HashMap<(u64, Seq), Location>,
     report: RecoveryReport,
     limits: FrameLimits,

@@ -302,6 +302,8 @@ struct Tail {
     overlay: Vec<(u64, Seq, Location)>,
     /// Sessions whose rows changed since they were last put in `batch`.
     dirty: BTreeSet<u64>,
+    /// The session last marked in `dirty` by an event, while it is still there.
+    last_dirty: Option<u64>,
     /// Just past the last frame replayed: the index's watermark once `batch` is committed.
     running: Watermark,
     /// Events go to `batch` (else to `overlay`), and large batches are committed on the way.
@@ -318,6 +320,7 @@ impl Tail {
             batch: IndexBatch::default(),
             overlay: Vec::new(),
             dirty: BTreeSet::new(),
+            last_dirty: None,
             running: watermark,
             index_writable,
             salvage,
@@ -529,6 +532,7 @@ impl Tail {
         for op in &ops {
             if let crate::index::IndexOp::Purge { session, .. } = op {
                 self.dirty.remove(session);
+                self.last_dirty = None;
                 self.batch.events.retain(|(s, _, _)| s != session);
             }
         }
@@ -571,7 +575,11 @@ impl Tail {
         } else {
             self.overlay.push((session, seq, loc));
         }
-        self.dirty.insert(session);
+        // Events come in runs of one session: its row is marked once per run.
+        if self.last_dirty != Some(session) {
+            self.dirty.insert(session);
+            self.last_dirty = Some(session);
+        }
         report.events_recovered += 1;
         Ok(())
     }
@@ -580,6 +588,7 @@ impl Tail {
     /// index, `durable` or not, and starts an empty batch.
     fn commit(&mut self, index: &Index, durable: bool) -> Result<(), OpenError> {
         flush_rows(&mut self.batch, &mut self.dirty, &self.registry);
+        self.last_dirty = None;
         index.commit(&self.batch, self.running, durable)?;
         self.batch = IndexBatch::default();
         Ok(())

@@ -35,7 +35,7 @@ pub enum RegistryError {
 /// Every session row, by number and by id.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
-    rows: super::numhash::NumMap<u64, SessionRow>,
+    rows: crate::index::numhash::NumMap<u64, SessionRow>,
     ids: HashMap<String, u64>,
     next_number: u64,
 }

@@ -1,4 +1,5 @@
-//! A fast hasher for the maps keyed by session numbers and seqs on the append path.
+//! A fast hasher for the maps keyed by session numbers and seqs on the append and recovery
+//! paths (the index batch's runs and squashing, the committer's pending events, the registry).
 //!
 //! The keys are integers the store assigns (session numbers, seqs), never text a caller
 //! chooses, so the DoS resistance of the standard SipHash buys nothing there and costs about
