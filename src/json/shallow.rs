@@ -33,7 +33,8 @@ impl Spans {
 
 struct SpanSink<'s> {
     pairs: &'s mut Vec<(usize, usize)>,
-    open: Vec<usize>,
+    /// The containers not yet closed: inline up to 16 deep (no allocation per event).
+    open: smallvec::SmallVec<[usize; 16]>,
 }
 
 impl<'a> Sink<'a> for SpanSink<'_> {
@@ -107,7 +108,7 @@ pub(crate) fn validate_spans(text: &str, limits: &JsonLimits) -> Result<Spans, J
     let mut pairs = Vec::with_capacity(8);
     let mut sink = SpanSink {
         pairs: &mut pairs,
-        open: Vec::with_capacity(8),
+        open: smallvec::SmallVec::new(),
     };
     drive(text, limits, NegativeZero::Refuse.into(), &mut sink)?;
     Ok(Spans { pairs })

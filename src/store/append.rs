@@ -1,7 +1,7 @@
 //! The append pipeline: validation, the session state and projections, staging records
 //! and index operations, and the receipt.
 
-use super::commit::{Goal, Stage};
+use super::commit::{Goal, One, Stage};
 use crate::error::AppendError;
 use crate::event::{Event, MAX_SAFE_INTEGER, Seq, SessionHeader};
 use crate::index::{IndexOp, NO_NODE, SessionRow};
@@ -24,7 +24,7 @@ impl Store {
     pub(crate) fn append_to(
         &self,
         session: &str,
-        events: Vec<Event>,
+        events: One<Event>,
     ) -> Result<Receipt, AppendError> {
         let number = self
             .number_of(session)
@@ -40,10 +40,10 @@ impl Store {
         session: &str,
         number: u64,
         core: &mut Core,
-        events: Vec<Event>,
+        events: One<Event>,
     ) -> Result<Receipt, AppendError> {
         if self.is_verbatim(number) {
-            return self.append_verbatim_locked(session, number, events);
+            return self.append_verbatim_locked(session, number, events.into_vec());
         }
         let committer = self.committer()?;
         committer.refuse_if_failed()?;
@@ -60,10 +60,10 @@ impl Store {
         let batched = events.len() > 1;
         let mut scratch = batched.then(|| real.clone());
         let mut ops = Vec::new();
-        let mut records = Vec::with_capacity(events.len());
-        let mut planned: Vec<Event> = Vec::with_capacity(events.len());
+        let mut records: One<Vec<u8>> = One::with_capacity(events.len());
+        let mut planned: One<Event> = One::with_capacity(events.len());
         // The validator's spans of each event's data, for the projection folds.
-        let mut planned_spans: Vec<json::Spans> = Vec::with_capacity(events.len());
+        let mut planned_spans: One<json::Spans> = One::with_capacity(events.len());
         let mut checkpoint_due = false;
         for event in events {
             let state = scratch.as_mut().unwrap_or(&mut *real);
@@ -148,7 +148,7 @@ impl Store {
         let last_seq = planned
             .last()
             .map_or(state.next_seq().saturating_sub(1), |e| e.seq);
-        let planned: Vec<Arc<Event>> = planned.into_iter().map(Arc::new).collect();
+        let planned: One<Arc<Event>> = planned.into_iter().map(Arc::new).collect();
         let lsn = committer.stage(Stage {
             records: records
                 .into_iter()
@@ -156,7 +156,7 @@ impl Store {
                 .map(|(bytes, e)| (bytes, Some((number, e.clone()))))
                 .collect(),
             ops,
-            rows: vec![row.clone()],
+            rows: smallvec::smallvec![row.clone()],
         })?;
         self.registry_mut().put(row);
         if checkpoint_due {
@@ -176,9 +176,9 @@ impl Store {
         {
             let ops = projection_ops(&self.config.projections, number, p);
             self.committer()?.stage(Stage {
-                records: Vec::new(),
+                records: Default::default(),
                 ops,
-                rows: Vec::new(),
+                rows: Default::default(),
             })?;
         }
         let Some(state) = core.state.as_ref() else {
@@ -188,13 +188,13 @@ impl Store {
             return Ok(());
         }
         self.committer()?.stage(Stage {
-            records: Vec::new(),
+            records: Default::default(),
             ops: vec![IndexOp::State {
                 session: number,
                 covered: state.next_seq(),
                 bytes: state_bytes(state)?,
             }],
-            rows: Vec::new(),
+            rows: Default::default(),
         })?;
         core.checkpointed = state.next_seq();
         Ok(())

@@ -33,9 +33,9 @@ impl Store {
             .create(number, header.clone(), None)
             .map_err(|_| AppendError::SessionExists(header.id.clone()))?;
         let lsn = committer.stage(Stage {
-            records: vec![(bytes, None)],
+            records: smallvec::smallvec![(bytes, None)],
             ops: Vec::new(),
-            rows,
+            rows: rows.into(),
         })?;
         drop(registry);
         let core = self.core(number);
@@ -174,7 +174,11 @@ impl Store {
         registry.put(row.clone());
         rows.push(row);
         let ops = new_session_ops(number, &state, &mut projections, &self.config.projections)?;
-        let lsn = committer.stage(Stage { records, ops, rows })?;
+        let lsn = committer.stage(Stage {
+            records: records.into(),
+            ops,
+            rows: rows.into(),
+        })?;
         drop(registry);
         let core = self.core(number);
         let mut core = lock(&core);
@@ -269,7 +273,11 @@ impl Store {
         // The whole session is one operation: the committer writes it as one frame or as
         // several continued frames, which recovery keeps whole or not at all.
         records.extend(event_records);
-        let lsn = committer.stage(Stage { records, ops, rows })?;
+        let lsn = committer.stage(Stage {
+            records: records.into(),
+            ops,
+            rows: rows.into(),
+        })?;
         drop(registry);
         let core = self.core(number);
         let mut core = lock(&core);

@@ -165,9 +165,9 @@ impl Store {
             set_surface(&mut row, &state);
             self.registry_mut().put(row.clone());
             self.committer()?.stage(Stage {
-                records: Vec::new(),
+                records: Default::default(),
                 ops,
-                rows: vec![row],
+                rows: smallvec::smallvec![row],
             })?;
         }
         core.checkpointed = covered;
@@ -211,9 +211,9 @@ impl Store {
         if (replayed || restored.rebuilt_any()) && self.committer.is_some() {
             let ops = projection_ops(&self.config.projections, number, &mut restored.states);
             self.committer()?.stage(Stage {
-                records: Vec::new(),
+                records: Default::default(),
                 ops,
-                rows: Vec::new(),
+                rows: Default::default(),
             })?;
         }
         core.projections = Some(restored.states);

@@ -27,13 +27,13 @@ impl Store {
     /// Appends one event to a session. `event.seq` must be the session's next seq. The
     /// event passes every session rule (envelope, lossless JSON, surface, invariants).
     pub fn append(&self, session: &str, event: Event) -> Result<Receipt, AppendError> {
-        self.append_to(session, vec![event])
+        self.append_to(session, smallvec::smallvec![event])
     }
 
     /// Appends events to a session atomically (see [`Session::append_batch`](super::Session::append_batch)),
     /// with the seqs the caller gave them.
     pub fn append_batch(&self, session: &str, events: Vec<Event>) -> Result<Receipt, AppendError> {
-        self.append_to(session, events)
+        self.append_to(session, events.into())
     }
 
     /// Imports a whole stored session as one operation (see `interop::import`).

@@ -149,7 +149,7 @@ impl Store {
             && let Some(closers) = core.state.as_ref().map(SessionState::closers)
             && !closers.is_empty()
         {
-            self.append_locked(id, session.number, &mut core, closers)?;
+            self.append_locked(id, session.number, &mut core, closers.into())?;
         }
         Ok(session)
     }
@@ -292,9 +292,9 @@ impl Store {
             header: plan.header,
         })?;
         let lsn = committer.stage(Stage {
-            records: vec![(record, None)],
+            records: smallvec::smallvec![(record, None)],
             ops,
-            rows,
+            rows: rows.into(),
         })?;
         drop(registry);
         drop(core);
@@ -306,7 +306,12 @@ impl Store {
         child_core.projections = child_projections;
         if plan.needs_end_seed {
             let marker = Event::new("session/end-seed", seed, now_ms(), "{}");
-            self.append_locked(&child_id, child, &mut child_core, vec![marker])?;
+            self.append_locked(
+                &child_id,
+                child,
+                &mut child_core,
+                smallvec::smallvec![marker],
+            )?;
         } else {
             self.finish(lsn, seed.saturating_sub(1))?;
         }
@@ -386,7 +391,11 @@ impl Store {
             .iter()
             .filter_map(|n| registry.get(*n).cloned())
             .collect();
-        let lsn = committer.stage(Stage { records, ops, rows })?;
+        let lsn = committer.stage(Stage {
+            records: records.into(),
+            ops,
+            rows,
+        })?;
         drop(registry);
         for n in numbers.keys() {
             lock(&self.cores).remove(n);
@@ -452,7 +461,7 @@ impl<'s> Session<'s> {
             Some(state) => state.next_seq(),
             None => self.len(),
         };
-        let mut events: Vec<Event> = (first..)
+        let mut events: super::commit::One<Event> = (first..)
             .zip(events)
             .map(|(seq, e)| e.to_event(seq, time))
             .collect();

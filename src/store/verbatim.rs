@@ -91,9 +91,9 @@ impl Store {
             .cloned()
             .ok_or_else(|| AppendError::NoSuchSession(id.clone()))?;
         let lsn = committer.stage(Stage {
-            records,
+            records: records.into(),
             ops: Vec::new(),
-            rows: vec![row],
+            rows: smallvec::smallvec![row],
         })?;
         drop(registry);
         self.publish(&id, &events);
@@ -167,9 +167,9 @@ impl Store {
         rows.retain(|r| r.number != number);
         rows.push(row);
         let lsn = committer.stage(Stage {
-            records: vec![(record, None), (mark, None)],
+            records: smallvec::smallvec![(record, None), (mark, None)],
             ops: Vec::new(),
-            rows,
+            rows: rows.into(),
         })?;
         drop(registry);
         self.finish(lsn, seed_length.saturating_sub(1))?;
@@ -226,7 +226,7 @@ impl Store {
                 .map(|(bytes, e)| (bytes, Some((number, e.clone()))))
                 .collect(),
             ops: Vec::new(),
-            rows: vec![row],
+            rows: smallvec::smallvec![row],
         })?;
         drop(registry);
         self.publish(session, &events);
