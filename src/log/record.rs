@@ -227,10 +227,17 @@ impl Record {
     /// format-spec.md §4.2), which the committer may turn into an `EventNext` record when it
     /// follows its session's previous event in a frame.
     pub fn encode_event(session: u64, event: &Event) -> Result<Vec<u8>, DecodeError> {
-        // Sized for the strings plus the varints around them, so the buffer never regrows.
-        let mut out = Vec::with_capacity(event.data.len() + event.kind.len() + 48);
-        super::envelope::encode_start(&mut out, session, event);
+        let mut out = Vec::new();
+        Record::encode_event_into(&mut out, session, event);
         Ok(out)
+    }
+
+    /// [`Record::encode_event`] into `out` (cleared first), reusing its capacity.
+    pub fn encode_event_into(out: &mut Vec<u8>, session: u64, event: &Event) {
+        out.clear();
+        // Sized for the strings plus the varints around them, so the buffer never regrows.
+        out.reserve(event.data.len() + event.kind.len() + 48);
+        super::envelope::encode_start(out, session, event);
     }
 
     /// The postcard encoding of `Record::Event { session, event }` (tag 1), as segment

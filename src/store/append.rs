@@ -346,8 +346,12 @@ pub(crate) fn projection_ops(
     ops
 }
 
+/// The event's record, encoded into the thread's spare record buffer when it has one
+/// ([`super::commit::spare_record_buffer`]).
 pub(super) fn encode_event(session: u64, event: &Event) -> Result<Vec<u8>, AppendError> {
-    Record::encode_event(session, event).map_err(AppendError::Encode)
+    let mut out = super::commit::spare_record_buffer();
+    Record::encode_event_into(&mut out, session, event);
+    Ok(out)
 }
 
 pub(crate) fn encode(record: &Record) -> Result<Vec<u8>, AppendError> {

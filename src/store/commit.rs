@@ -146,6 +146,40 @@ impl Staged {
 /// number and the event.
 pub(crate) type StagedRecord = (Vec<u8>, Option<(u64, Arc<Event>)>);
 
+/// A record buffer larger than this is freed after staging rather than kept for reuse.
+const MAX_SPARE_RECORD_BYTES: usize = 64 << 10;
+
+thread_local! {
+    /// The buffer of the last record this thread staged, emptied: [`Committer::stage`] copies
+    /// each record and keeps one buffer here, and the thread's next event record is encoded
+    /// into it. A buffer allocated per event, sized to its data, missed the allocator's
+    /// per-thread cache nearly every time: at 64 sessions that one allocation was 6.8% of
+    /// the append path's CPU (benches/README.md, run 10).
+    static SPARE_RECORD: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// This thread's spare record buffer (empty, maybe with capacity), or a new one.
+pub(crate) fn spare_record_buffer() -> Vec<u8> {
+    SPARE_RECORD.with(|spare| spare.take())
+}
+
+/// Keeps `buffer` as this thread's spare record buffer (unless it is large, or the thread
+/// already keeps a larger one).
+fn keep_record_buffer(mut buffer: Vec<u8>) {
+    if buffer.capacity() > MAX_SPARE_RECORD_BYTES {
+        return;
+    }
+    SPARE_RECORD.with(|spare| {
+        let kept = spare.take();
+        if kept.capacity() >= buffer.capacity() {
+            spare.set(kept);
+        } else {
+            buffer.clear();
+            spare.set(buffer);
+        }
+    });
+}
+
 /// A list that holds one item without a heap allocation: a single append (nearly every
 /// append) stages one record and one row, and at 64 sessions the allocator's locks were a
 /// quarter of the append path's CPU (benches/README.md, run 10).
@@ -199,6 +233,11 @@ struct State {
     carry_bytes: usize,
     /// The buffers of the last written batch, emptied, for the next batch to stage into.
     spare: Staged,
+    /// Events taken out of `pending` once indexed, dropped by the appenders that stage next
+    /// (see [`State::retire`]).
+    retired: Vec<Arc<Event>>,
+    /// Bytes of the retired events' data.
+    retired_bytes: usize,
     /// Threads waiting for the committer.
     waiters: Waiters,
 }
@@ -215,6 +254,39 @@ const MAX_DEFERRED_INDEX_ENTRIES: usize = 1024;
 /// The deferred entries' events stay in memory (`pending`) until committed: a deferral also
 /// stops once their records reach this many bytes (large events defer fewer entries).
 const MAX_DEFERRED_INDEX_BYTES: usize = 1 << 20;
+
+/// Retired events (see [`State::retire`]) are kept for the appenders to drop up to this many
+/// bytes of data; past it the leader drops them itself.
+const MAX_RETIRED_BYTES: usize = 1 << 20;
+
+impl State {
+    /// Takes an indexed event out of `pending`. It is not dropped here: the appenders that
+    /// stage next drop one each per record they stage ([`Committer::stage`]). An event is
+    /// allocated by the thread that appends it and was freed by the leader, which freed a
+    /// whole batch's: the allocator's per-thread caches never balanced, and at 64 sessions
+    /// the appenders' allocations of events went to the shared arenas' locks (8% of the
+    /// append path's CPU, benches/README.md, run 10). Dropped by appenders, each thread
+    /// frees about as many as it allocates.
+    fn retire(&mut self, key: &(u64, Seq)) {
+        let Some(event) = self.pending.remove(key) else {
+            return;
+        };
+        if self.retired_bytes + event.data.len() <= MAX_RETIRED_BYTES {
+            self.retired_bytes += event.data.len();
+            self.retired.push(event);
+        }
+    }
+
+    /// Up to `n` retired events, for the caller to drop once it released the lock.
+    fn take_retired(&mut self, n: usize) -> One<Arc<Event>> {
+        let from = self.retired.len().saturating_sub(n);
+        let out: One<Arc<Event>> = self.retired.drain(from..).collect();
+        self.retired_bytes = self
+            .retired_bytes
+            .saturating_sub(out.iter().map(|e| e.data.len()).sum());
+        out
+    }
+}
 
 /// The group-commit writer.
 #[derive(Debug)]
@@ -298,6 +370,8 @@ impl Committer {
                 carry_keys: Vec::new(),
                 carry_bytes: 0,
                 spare: Staged::default(),
+                retired: Vec::new(),
+                retired_bytes: 0,
                 waiters: Waiters::default(),
             }),
             segments,
@@ -412,7 +486,7 @@ impl Committer {
         let out = match result {
             Ok(v) => {
                 for key in &carry_keys {
-                    st.pending.remove(key);
+                    st.retire(key);
                 }
                 Ok(v)
             }
@@ -447,6 +521,8 @@ impl Committer {
         if let Some(f) = &st.failed {
             return Err(AppendError::PreviousIo(f.clone()));
         }
+        // One retired event per record staged, and one more so that they drain.
+        let retired = st.take_retired(stage.records.len() + 1);
         for (bytes, event) in stage.records {
             let record_offset = st.staged.raw.len();
             let head = event.as_ref().map(|(n, e)| (*n, e.seq, e.time));
@@ -463,6 +539,7 @@ impl Committer {
                 st.pending.insert((session, event.seq), event);
             }
             st.staged_lsn += 1;
+            keep_record_buffer(bytes);
         }
         let end = st.staged.raw.len();
         if st.staged.op_ends.last() != Some(&end) {
@@ -473,7 +550,10 @@ impl Committer {
             st.dirty.insert(row.number, row);
         }
         st.oldest_unsynced.get_or_insert_with(Instant::now);
-        Ok(st.staged_lsn)
+        let lsn = st.staged_lsn;
+        drop(st);
+        drop(retired);
+        Ok(lsn)
     }
 
     /// True when something was appended or indexed since the last durable index commit.
@@ -571,7 +651,8 @@ impl Committer {
         let ops = std::mem::take(&mut staged.ops);
         let upto = st.staged_lsn;
         st.taken_lsn = upto;
-        let mut rows: Vec<SessionRow> = std::mem::take(&mut st.dirty).into_values().collect();
+        // Drained, not taken: the map keeps its table for the next batch.
+        let mut rows: Vec<SessionRow> = st.dirty.drain().map(|(_, row)| row).collect();
         drop(st);
         rows.sort_by_key(|r| r.number);
         let sync = goal == Goal::Durable || checkpoint;
@@ -679,7 +760,7 @@ impl Committer {
                 }
                 if indexed {
                     for key in &carry_keys {
-                        st.pending.remove(key);
+                        st.retire(key);
                     }
                 } else {
                     st.carry = batch;

@@ -84,7 +84,7 @@ impl Committer {
                 st.index_dirty = false;
                 st.bytes_since_checkpoint = 0;
                 for key in &carry_keys {
-                    st.pending.remove(key);
+                    st.retire(key);
                 }
                 Ok(number)
             }
