@@ -233,11 +233,8 @@ struct State {
     carry_bytes: usize,
     /// The buffers of the last written batch, emptied, for the next batch to stage into.
     spare: Staged,
-    /// Events taken out of `pending` once indexed, dropped by the appenders that stage next
-    /// (see [`State::retire`]).
-    retired: Vec<Arc<Event>>,
-    /// Bytes of the retired events' data.
-    retired_bytes: usize,
+    /// Events taken out of `pending` once indexed, for the appenders that stage next to drop.
+    retired: Retired,
     /// Threads waiting for the committer.
     waiters: Waiters,
 }
@@ -255,36 +252,51 @@ const MAX_DEFERRED_INDEX_ENTRIES: usize = 1024;
 /// stops once their records reach this many bytes (large events defer fewer entries).
 const MAX_DEFERRED_INDEX_BYTES: usize = 1 << 20;
 
-/// Retired events (see [`State::retire`]) are kept for the appenders to drop up to this many
-/// bytes of data; past it the leader drops them itself.
+/// Retired events are kept for the appenders to drop up to this many bytes of data; past it
+/// the leader drops them itself.
 const MAX_RETIRED_BYTES: usize = 1 << 20;
 
-impl State {
-    /// Takes an indexed event out of `pending`. It is not dropped here: the appenders that
-    /// stage next drop one each per record they stage ([`Committer::stage`]). An event is
-    /// allocated by the thread that appends it and was freed by the leader, which freed a
-    /// whole batch's: the allocator's per-thread caches never balanced, and at 64 sessions
-    /// the appenders' allocations of events went to the shared arenas' locks (8% of the
-    /// append path's CPU, benches/README.md, run 10). Dropped by appenders, each thread
-    /// frees about as many as it allocates.
-    fn retire(&mut self, key: &(u64, Seq)) {
-        let Some(event) = self.pending.remove(key) else {
-            return;
-        };
-        if self.retired_bytes + event.data.len() <= MAX_RETIRED_BYTES {
-            self.retired_bytes += event.data.len();
-            self.retired.push(event);
+/// Events taken out of `pending` once indexed, not dropped by the leader that indexed them:
+/// the appenders that stage next drop one each per record they stage
+/// ([`Committer::stage`]). An event is allocated by the thread that appends it, and the
+/// leader used to free a whole batch's: the allocator's per-thread caches never balanced, and
+/// at 64 sessions the appenders' allocations of events went to the shared arenas (8% of the
+/// append path's CPU, benches/README.md, run 10). Dropped by appenders, each thread frees
+/// about as many as it allocates.
+#[derive(Debug, Default)]
+struct Retired {
+    events: Vec<Arc<Event>>,
+    /// Bytes of the kept events' data.
+    bytes: usize,
+}
+
+impl Retired {
+    /// Keeps `event` for an appender to drop, or drops it now when [`MAX_RETIRED_BYTES`] of
+    /// data are already waiting.
+    fn keep(&mut self, event: Arc<Event>) {
+        if self.bytes + event.data.len() <= MAX_RETIRED_BYTES {
+            self.bytes += event.data.len();
+            self.events.push(event);
         }
     }
 
-    /// Up to `n` retired events, for the caller to drop once it released the lock.
-    fn take_retired(&mut self, n: usize) -> One<Arc<Event>> {
-        let from = self.retired.len().saturating_sub(n);
-        let out: One<Arc<Event>> = self.retired.drain(from..).collect();
-        self.retired_bytes = self
-            .retired_bytes
+    /// Up to `n` kept events, for the caller to drop once it released the committer's lock.
+    fn take(&mut self, n: usize) -> One<Arc<Event>> {
+        let from = self.events.len().saturating_sub(n);
+        let out: One<Arc<Event>> = self.events.drain(from..).collect();
+        self.bytes = self
+            .bytes
             .saturating_sub(out.iter().map(|e| e.data.len()).sum());
         out
+    }
+}
+
+impl State {
+    /// Takes an indexed event out of `pending`, for an appender to drop ([`Retired`]).
+    fn retire(&mut self, key: &(u64, Seq)) {
+        if let Some(event) = self.pending.remove(key) {
+            self.retired.keep(event);
+        }
     }
 }
 
@@ -370,8 +382,7 @@ impl Committer {
                 carry_keys: Vec::new(),
                 carry_bytes: 0,
                 spare: Staged::default(),
-                retired: Vec::new(),
-                retired_bytes: 0,
+                retired: Retired::default(),
                 waiters: Waiters::default(),
             }),
             segments,
@@ -522,7 +533,7 @@ impl Committer {
             return Err(AppendError::PreviousIo(f.clone()));
         }
         // One retired event per record staged, and one more so that they drain.
-        let retired = st.take_retired(stage.records.len() + 1);
+        let retired = st.retired.take(stage.records.len() + 1);
         for (bytes, event) in stage.records {
             let record_offset = st.staged.raw.len();
             let head = event.as_ref().map(|(n, e)| (*n, e.seq, e.time));
@@ -895,5 +906,45 @@ impl Committer {
             self.index.commit(batch, *watermark, durable_index)?;
         }
         Ok((written, durable_index, true))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(seq: Seq, data_len: usize) -> Arc<Event> {
+        Arc::new(Event::new("x", seq, 0, "y".repeat(data_len)))
+    }
+
+    #[test]
+    fn retired_events_wait_for_appenders_up_to_a_bound_and_drain() {
+        let mut retired = Retired::default();
+        let kept: Vec<Arc<Event>> = (0..4).map(|seq| event(seq, 1000)).collect();
+        for e in &kept {
+            retired.keep(e.clone());
+        }
+        // Kept alive for an appender: the test's handle and the retired one.
+        assert!(kept.iter().all(|e| Arc::strong_count(e) == 2));
+        assert_eq!(retired.bytes, 4000);
+
+        // Past the bound, an event is dropped at once instead.
+        let big = event(9, MAX_RETIRED_BYTES);
+        retired.keep(big.clone());
+        assert_eq!(Arc::strong_count(&big), 1);
+        assert_eq!(retired.events.len(), 4);
+
+        // An appender staging one record drops two: the newest first.
+        let taken = retired.take(2);
+        assert_eq!(taken.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2, 3]);
+        drop(taken);
+        assert_eq!(Arc::strong_count(&kept[3]), 1);
+        assert_eq!(retired.bytes, 2000);
+
+        // Taking more than is kept drains it.
+        assert_eq!(retired.take(5).len(), 2);
+        assert!(retired.events.is_empty());
+        assert_eq!(retired.bytes, 0);
+        assert!(kept.iter().all(|e| Arc::strong_count(e) == 1));
     }
 }
