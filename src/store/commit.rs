@@ -280,10 +280,11 @@ impl Retired {
         }
     }
 
-    /// Up to `n` kept events, for the caller to drop once it released the committer's lock.
-    fn take(&mut self, n: usize) -> One<Arc<Event>> {
+    /// Up to `n` kept events, for the caller to drop once it released the committer's lock
+    /// (inline up to two: a single append takes two).
+    fn take(&mut self, n: usize) -> smallvec::SmallVec<[Arc<Event>; 2]> {
         let from = self.events.len().saturating_sub(n);
-        let out: One<Arc<Event>> = self.events.drain(from..).collect();
+        let out: smallvec::SmallVec<[Arc<Event>; 2]> = self.events.drain(from..).collect();
         self.bytes = self
             .bytes
             .saturating_sub(out.iter().map(|e| e.data.len()).sum());
