@@ -25,8 +25,10 @@ fn rule_label(rule: InvariantRule) -> &'static str {
 }
 
 /// Opens read-only; when recovery finds corruption (valid frames after a bad one in the
-/// unindexed tail), opens again skipping bad frames, so the report lists all of them.
-fn open(dir: &Path) -> Result<(Store, Vec<String>), Box<dyn std::error::Error>> {
+/// unindexed tail), opens again skipping bad frames, so the report lists all of them. The
+/// flag says the second open happened: the events it could not place are then problems
+/// (one line per run of seqs), not what an earlier `recover --salvage` dropped.
+fn open(dir: &Path) -> Result<(Store, Vec<String>, bool), Box<dyn std::error::Error>> {
     super::check_is_store(dir)?;
     if !dir.is_dir() {
         return Err(format!(
@@ -39,7 +41,7 @@ fn open(dir: &Path) -> Result<(Store, Vec<String>), Box<dyn std::error::Error>> 
     match Store::open(dir, read_only.clone()) {
         Ok(store) => {
             super::note_pending(&store);
-            Ok((store, Vec::new()))
+            Ok((store, Vec::new(), false))
         }
         Err(OpenError::Corruption { position, reason }) => {
             let salvage = read_only.recovery(RecoveryMode::SalvageSkippingBadFrames);
@@ -49,12 +51,18 @@ fn open(dir: &Path) -> Result<(Store, Vec<String>), Box<dyn std::error::Error>> 
                 "the store does not open normally: corruption at {position}: {reason}"
             )];
             let r = store.recovery_report();
-            for (id, seq, at) in &r.dropped_events {
+            for (id, first, last) in r.dropped_ranges() {
+                let at = r
+                    .dropped_events
+                    .iter()
+                    .find(|(i, seq, _)| *i == id && *seq == first)
+                    .map(|(_, _, at)| at.to_string())
+                    .unwrap_or_default();
                 problems.push(format!(
-                    "session \"{id}\" seq {seq} (at {at}) follows a gap left by a bad frame"
+                    "session \"{id}\" seqs {first}..={last} (from {at}) follow a gap left by a bad frame: `sessionlog recover --salvage` would drop them, or restore a backup"
                 ));
             }
-            Ok((store, problems))
+            Ok((store, problems, true))
         }
         Err(OpenError::NeedsRepair { reason, .. }) => Err(format!(
             "the index of {} needs rebuilding ({reason}); verify never modifies the store — \
@@ -69,7 +77,7 @@ fn open(dir: &Path) -> Result<(Store, Vec<String>), Box<dyn std::error::Error>> 
 
 /// Runs the checks and prints the report; exit 0 when clean, 1 with problems.
 pub fn verify(store_dir: &Path, only: &[String]) -> CliResult {
-    let (store, mut problems) = open(store_dir)?;
+    let (store, mut problems, opened_salvaging) = open(store_dir)?;
     for id in only {
         if store.len(id).is_none() {
             return Err(format!(
@@ -90,7 +98,8 @@ pub fn verify(store_dir: &Path, only: &[String]) -> CliResult {
             cut.skipped, cut.position, cut.reason
         );
     }
-    for s in &report.salvaged {
+    // When this verify had to open skipping bad frames, the same events are problems above.
+    for s in report.salvaged.iter().filter(|_| !opened_salvaging) {
         eprintln!(
             "note: session \"{}\" seqs {}..={} follow the damaged frame at {} and are not in the index: `sessionlog recover --salvage` dropped them",
             s.session, s.first, s.last, s.damaged

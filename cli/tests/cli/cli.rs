@@ -630,3 +630,46 @@ fn verify_after_a_salvage_names_the_dropped_events_once() {
         "{note}"
     );
 }
+
+#[test]
+fn verify_of_a_crashed_store_with_a_damaged_frame_names_each_gap_once() {
+    let _serial = crate::serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    // A crashed agent's store: 8 sessions' flush groups filling 3 MB with the zeros the
+    // writer preallocated after its last frame, nothing indexed, no close.
+    let probe = store.to_str().unwrap();
+    ok(sessionlog(
+        tmp.path(),
+        &["bench", "--probe-fill", "3", "--probe-dir", probe],
+    ));
+    // A frame a third of the way in (well inside the frames): the read-only open fails,
+    // and verify opens again skipping it.
+    let seg = store.join("segments/00000000000000000001.seg");
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let at = bytes.len() / 3;
+    bytes[at] ^= 0x5a;
+    std::fs::write(&seg, &bytes).unwrap();
+    let v = sessionlog(&store, &["verify"]);
+    let (out, err) = (stdout(&v), stderr(&v));
+    assert_eq!(v.status.code(), Some(1), "{out}{err}");
+    assert!(out.contains("the store does not open normally: corruption at segment 1 offset"));
+    let gaps: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("follow a gap left by a bad frame"))
+        .collect();
+    // One line per session the damaged frame interrupted, never one per event.
+    assert!(!gaps.is_empty() && gaps.len() <= 8, "{out}");
+    assert!(
+        gaps.iter()
+            .all(|l| l.contains("seqs ") && l.contains("..=")),
+        "{out}"
+    );
+    assert!(out.lines().count() < 20, "{out}");
+    // Nothing was salvaged: verify must not say an earlier salvage dropped the events.
+    assert!(!err.contains("dropped them"), "{err}");
+    assert!(
+        out.contains("`sessionlog recover --salvage` would drop them"),
+        "{out}"
+    );
+}
