@@ -51,12 +51,15 @@ fn open(dir: &Path) -> Result<(Store, Vec<String>, bool), Box<dyn std::error::Er
                 "the store does not open normally: corruption at {position}: {reason}"
             )];
             let r = store.recovery_report();
+            // Where each run starts: the first place each (session, seq) was dropped at.
+            let mut first_at = std::collections::HashMap::new();
+            for (id, seq, at) in &r.dropped_events {
+                first_at.entry((id.as_str(), *seq)).or_insert(at);
+            }
             for (id, first, last) in r.dropped_ranges() {
-                let at = r
-                    .dropped_events
-                    .iter()
-                    .find(|(i, seq, _)| *i == id && *seq == first)
-                    .map(|(_, _, at)| at.to_string())
+                let at = first_at
+                    .get(&(id.as_str(), first))
+                    .map(|at| at.to_string())
                     .unwrap_or_default();
                 problems.push(format!(
                     "session \"{id}\" seqs {first}..={last} (from {at}) follow a gap left by a bad frame: `sessionlog recover --salvage` would drop them, or restore a backup"
