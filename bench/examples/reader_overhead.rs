@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use sessionlog::event::SessionHeader;
 use sessionlog::session::InvariantMode;
 use sessionlog::store::{Config, Durability, Store};
+use sessionlog_bench::report::cpu_seconds;
 use sessionlog_bench::workload::synthetic_event;
 
 const THREADS: u64 = 4;
@@ -118,7 +119,7 @@ fn run(seconds: f64, followers: bool, listing: bool) -> (f64, u64) {
     }
     let mut cpu = 0.0;
     for mut c in children {
-        cpu += cpu_seconds(c.id());
+        cpu += cpu_seconds(c.id()).map_or(0.0, |(user, sys)| user + sys);
         let _ = c.kill();
         let _ = c.wait();
     }
@@ -133,24 +134,6 @@ fn run(seconds: f64, followers: bool, listing: bool) -> (f64, u64) {
         appended.load(Ordering::Relaxed) as f64 / elapsed,
         lists.load(Ordering::Relaxed),
     )
-}
-
-/// User + system CPU seconds of a live process (Linux `/proc/PID/stat`; 0 elsewhere).
-fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // utime and stime are fields 14 and 15 of the line: 11 and 12 after the name and state.
-    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// The writer's own cost of publishing: one 44-byte `pwrite` of `ACKED` per durable commit.

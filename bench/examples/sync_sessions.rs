@@ -1,6 +1,6 @@
 //! Many sessions appending one durable event at a time (the bench's "64 sessions, sync per
 //! event" row), for profiling group commit: `sync_sessions [SESSIONS] [EVENTS_PER_SESSION]`.
-//! Prints events/s. `FLUSH=1`: a `Buffered` store, each session flushing at dsh's flush
+//! Prints events/s and the CPU time per event (user and system, all threads). `FLUSH=1`: a `Buffered` store, each session flushing at dsh's flush
 //! points (the bench's "flush points" rows). `PREALLOCATE=BYTES` sets
 //! `Config::preallocate_bytes`; `COMPRESS_THRESHOLD=BYTES` sets `Config::compress_threshold`
 //! (a huge value writes every frame uncompressed).
@@ -8,6 +8,7 @@
 use std::time::Instant;
 
 use sessionlog::store::{Config, Durability, Store};
+use sessionlog_bench::report::own_cpu_seconds;
 use sessionlog_bench::workload::{
     WorkloadConfig, generate_events, is_flush_point, session_header, session_id,
 };
@@ -43,6 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     for i in 0..sessions {
         store.create_session(session_header(i))?;
     }
+    let cpu_before = own_cpu_seconds();
     let start = Instant::now();
     std::thread::scope(
         |s| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -71,10 +73,20 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         },
     )?;
     let secs = start.elapsed().as_secs_f64();
+    let cpu = own_cpu_seconds()
+        .zip(cpu_before)
+        .map(|(after, before)| (after.0 - before.0, after.1 - before.1));
     let total = sessions * per;
     println!(
-        "{sessions} sessions x {per} events: {:.0} events/s ({secs:.2} s)",
-        total as f64 / secs
+        "{sessions} sessions x {per} events: {:.0} events/s ({secs:.2} s){}",
+        total as f64 / secs,
+        cpu.map(|(user, sys)| format!(
+            "; CPU per event {:.2} us ({:.2} user, {:.2} system)",
+            (user + sys) * 1e6 / total as f64,
+            user * 1e6 / total as f64,
+            sys * 1e6 / total as f64
+        ))
+        .unwrap_or_default()
     );
     store.close()?;
     Ok(())

@@ -210,8 +210,10 @@ pub(crate) fn run_append(
         Mode::FlushPoints => 0,
     };
     std::fs::create_dir_all(dir)?;
-    let (seconds, mut latencies) = if peer == PeerKind::RawDisk {
-        run_raw(workload, dir)?
+    let (seconds, mut latencies, cpu) = if peer == PeerKind::RawDisk {
+        let cpu_before = report::own_cpu_seconds();
+        let (seconds, lat) = run_raw(workload, dir)?;
+        (seconds, lat, report::own_cpu_seconds().zip(cpu_before))
     } else {
         let writer = peers::open_writer(peer, dir, mode)?;
         for i in 0..sessions {
@@ -220,6 +222,7 @@ pub(crate) fn run_append(
         let copies: Vec<Vec<Vec<Event>>> = workload.to_vec();
         let barrier = Barrier::new(sessions + 1);
         let w: &dyn Writer = writer.as_ref();
+        let mut cpu_before = None;
         let (seconds, lat) = std::thread::scope(|s| -> BenchResult<(f64, Vec<Duration>)> {
             let handles: Vec<_> = copies
                 .into_iter()
@@ -239,6 +242,7 @@ pub(crate) fn run_append(
                     })
                 })
                 .collect();
+            cpu_before = report::own_cpu_seconds();
             barrier.wait();
             // The wall time runs from the first thread's start to the last one's end (the
             // main thread may not be scheduled again before the workers finish).
@@ -257,8 +261,9 @@ pub(crate) fn run_append(
             };
             Ok((seconds.max(1e-9), all))
         })?;
+        let cpu = report::own_cpu_seconds().zip(cpu_before);
         writer.close()?;
-        (seconds, lat)
+        (seconds, lat, cpu)
     };
     latencies.sort_unstable();
     Ok(AppendRow {
@@ -279,6 +284,9 @@ pub(crate) fn run_append(
         bytes_per_event: 0.0,
         events_per_sec_min: events as f64 / seconds,
         events_per_sec_max: events as f64 / seconds,
+        cpu_us_per_event: cpu.map(|((user, sys), (user0, sys0))| {
+            (user - user0 + sys - sys0) * 1e6 / events.max(1) as f64
+        }),
     })
 }
 

@@ -187,6 +187,9 @@ pub struct AppendRow {
     pub events_per_sec_min: f64,
     /// Fastest run's events/s.
     pub events_per_sec_max: f64,
+    /// The process's CPU time (user + system, every thread) over the run per event, in
+    /// microseconds (`None` where `/proc` is missing).
+    pub cpu_us_per_event: Option<f64>,
 }
 
 /// Durable single-append latency, measured paired: the peers take turns, one event each.

@@ -18,6 +18,35 @@ pub fn peak_rss_kb() -> u64 {
         .unwrap_or(0)
 }
 
+/// User and system CPU seconds of process `pid` so far, all its threads together, including
+/// the ones that exited (Linux `/proc/PID/stat`; `None` elsewhere). The kernel counts in
+/// ticks of 1/100 s: a span of a second or more resolves to about 1%.
+pub fn cpu_seconds(pid: u32) -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name (which may hold spaces) start after its last ')';
+    // utime and stime are fields 14 and 15 of the line, 11 and 12 after the name.
+    let rest = stat.rsplit_once(')')?.1;
+    let mut fields = rest.split_whitespace().skip(11);
+    let user: f64 = fields.next()?.parse().ok()?;
+    let sys: f64 = fields.next()?.parse().ok()?;
+    Some((user / 100.0, sys / 100.0))
+}
+
+/// This process's user and system CPU seconds so far, every thread together, including the
+/// ones that exited (`getrusage`, to the microsecond).
+pub fn own_cpu_seconds() -> Option<(f64, f64)> {
+    // SAFETY: `getrusage` only writes the `rusage` it is given, which is plain data.
+    let usage = unsafe {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) != 0 {
+            return None;
+        }
+        usage.assume_init()
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Some((seconds(usage.ru_utime), seconds(usage.ru_stime)))
+}
+
 /// Describes the machine and the disk holding `dir`.
 pub fn machine(dir: &Path) -> Machine {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
@@ -169,18 +198,18 @@ pub fn markdown(r: &Results) -> String {
     if !r.append.is_empty() {
         let _ = writeln!(
             s,
-            "### Append throughput and latency\n\n`vs sessionlog` = sessionlog's events/s divided by the peer's (above 1: sessionlog is faster). Latency is per durable write (one event, one batch, or one flush group). `sqlite-wal-normal` does not sync at commit (not durable). The raw disk writes the same JSON bytes with one fdatasync per write; with 64 sessions it writes each round of the 64 sessions' groups as one write (perfect coalescing).\n"
+            "### Append throughput and latency\n\n`vs sessionlog` = sessionlog's events/s divided by the peer's (above 1: sessionlog is faster). Latency is per durable write (one event, one batch, or one flush group). `sqlite-wal-normal` does not sync at commit (not durable). `CPU us/event` = the process's user + system CPU time over the run (every thread, the kernel's work on its behalf included) per event: on this machine's cores, events/s can be at most the cores divided by it. The raw disk writes the same JSON bytes with one fdatasync per write; with 64 sessions it writes each round of the 64 sessions' groups as one write (perfect coalescing).\n"
         );
         let _ = writeln!(
             s,
-            "| sessions | mode | peer | events/s | MB/s | p50 us | p99 us | bytes/event on disk | vs sessionlog |\n|---:|---|---|---:|---:|---:|---:|---:|---:|"
+            "| sessions | mode | peer | events/s | MB/s | p50 us | p99 us | CPU us/event | bytes/event on disk | vs sessionlog |\n|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"
         );
         for a in &r.append {
             let base = find(r, "sessionlog", a.sessions, &a.mode)
                 .map_or(f64::NAN, |b| b.events_per_sec / a.events_per_sec);
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {} |",
+                "| {} | {} | {} | {} | {:.1} | {:.0} | {:.0} | {} | {:.0} | {} |",
                 a.sessions,
                 a.mode,
                 a.peer,
@@ -188,6 +217,8 @@ pub fn markdown(r: &Results) -> String {
                 a.mb_per_sec,
                 a.p50_us,
                 a.p99_us,
+                a.cpu_us_per_event
+                    .map_or_else(|| "n/a".to_owned(), |c| format!("{c:.1}")),
                 a.bytes_per_event,
                 ratio(base)
             );
