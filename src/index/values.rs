@@ -489,6 +489,18 @@ impl IndexBatch {
         self.sessions.is_empty() && self.events.is_empty() && self.ops.is_empty()
     }
 
+    /// Empties the batch, keeping its buffers' capacity.
+    pub fn clear(&mut self) {
+        self.sessions.clear();
+        self.events.clear();
+        self.ops.clear();
+    }
+
+    /// The entries the batch's buffers hold room for.
+    pub fn capacity(&self) -> usize {
+        self.sessions.capacity() + self.events.capacity() + self.ops.capacity()
+    }
+
     /// The rows and operations that leave the index as applying all of them in order would:
     /// the last row of each session; of the operations on one key (a surface node, a
     /// session's state, a projection record) only the last; and no operation at all for a

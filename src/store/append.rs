@@ -1,7 +1,7 @@
 //! The append pipeline: validation, the session state and projections, staging records
 //! and index operations, and the receipt.
 
-use super::commit::{Goal, One, Stage};
+use super::commit::{Goal, One, Ops, Stage};
 use crate::error::AppendError;
 use crate::event::{Event, MAX_SAFE_INTEGER, Seq, SessionHeader};
 use crate::index::{IndexOp, NO_NODE, SessionRow};
@@ -59,7 +59,7 @@ impl Store {
         // A batch plans on a scratch copy so that a failure leaves the state untouched.
         let batched = events.len() > 1;
         let mut scratch = batched.then(|| real.clone());
-        let mut ops = Vec::new();
+        let mut ops = Ops::new();
         let mut records: One<Vec<u8>> = One::with_capacity(events.len());
         let mut planned: One<Event> = One::with_capacity(events.len());
         // The validator's spans of each event's data, for the projection folds.
@@ -177,7 +177,7 @@ impl Store {
             let ops = projection_ops(&self.config.projections, number, p);
             self.committer()?.stage(Stage {
                 records: Default::default(),
-                ops,
+                ops: ops.into(),
                 rows: Default::default(),
             })?;
         }
@@ -189,7 +189,7 @@ impl Store {
         }
         self.committer()?.stage(Stage {
             records: Default::default(),
-            ops: vec![IndexOp::State {
+            ops: smallvec::smallvec![IndexOp::State {
                 session: number,
                 covered: state.next_seq(),
                 bytes: state_bytes(state)?,
@@ -382,13 +382,13 @@ pub(super) fn surface_ops(
     number: u64,
     nodes: &[Seq],
     change: &SurfaceChange,
-    ops: &mut Vec<IndexOp>,
+    ops: &mut impl Extend<IndexOp>,
 ) {
     for &seq in &change.removed {
-        ops.push(IndexOp::Unlink {
+        ops.extend([IndexOp::Unlink {
             session: number,
             seq,
-        });
+        }]);
     }
     let p = change.position;
     let lo = p.saturating_sub(1);
@@ -397,12 +397,12 @@ pub(super) fn surface_ops(
         let Some(&seq) = nodes.get(i) else { continue };
         let prev = if i == 0 { NO_NODE } else { nodes[i - 1] };
         let next = nodes.get(i + 1).copied().unwrap_or(NO_NODE);
-        ops.push(IndexOp::Link {
+        ops.extend([IndexOp::Link {
             session: number,
             seq,
             prev,
             next,
-        });
+        }]);
     }
 }
 

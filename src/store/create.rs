@@ -34,7 +34,7 @@ impl Store {
             .map_err(|_| AppendError::SessionExists(header.id.clone()))?;
         let lsn = committer.stage(Stage {
             records: smallvec::smallvec![(bytes, None)],
-            ops: Vec::new(),
+            ops: Default::default(),
             rows: rows.into(),
         })?;
         drop(registry);
@@ -176,7 +176,7 @@ impl Store {
         let ops = new_session_ops(number, &state, &mut projections, &self.config.projections)?;
         let lsn = committer.stage(Stage {
             records: records.into(),
-            ops,
+            ops: ops.into(),
             rows: rows.into(),
         })?;
         drop(registry);
@@ -275,7 +275,7 @@ impl Store {
         records.extend(event_records);
         let lsn = committer.stage(Stage {
             records: records.into(),
-            ops,
+            ops: ops.into(),
             rows: rows.into(),
         })?;
         drop(registry);

@@ -166,7 +166,7 @@ impl Store {
             self.registry_mut().put(row.clone());
             self.committer()?.stage(Stage {
                 records: Default::default(),
-                ops,
+                ops: ops.into(),
                 rows: smallvec::smallvec![row],
             })?;
         }
@@ -212,7 +212,7 @@ impl Store {
             let ops = projection_ops(&self.config.projections, number, &mut restored.states);
             self.committer()?.stage(Stage {
                 records: Default::default(),
-                ops,
+                ops: ops.into(),
                 rows: Default::default(),
             })?;
         }

@@ -293,7 +293,7 @@ impl Store {
         })?;
         let lsn = committer.stage(Stage {
             records: smallvec::smallvec![(record, None)],
-            ops,
+            ops: ops.into(),
             rows: rows.into(),
         })?;
         drop(registry);
@@ -393,7 +393,7 @@ impl Store {
             .collect();
         let lsn = committer.stage(Stage {
             records: records.into(),
-            ops,
+            ops: ops.into(),
             rows,
         })?;
         drop(registry);

@@ -92,7 +92,7 @@ impl Store {
             .ok_or_else(|| AppendError::NoSuchSession(id.clone()))?;
         let lsn = committer.stage(Stage {
             records: records.into(),
-            ops: Vec::new(),
+            ops: Default::default(),
             rows: smallvec::smallvec![row],
         })?;
         drop(registry);
@@ -168,7 +168,7 @@ impl Store {
         rows.push(row);
         let lsn = committer.stage(Stage {
             records: smallvec::smallvec![(record, None), (mark, None)],
-            ops: Vec::new(),
+            ops: Default::default(),
             rows: rows.into(),
         })?;
         drop(registry);
@@ -225,7 +225,7 @@ impl Store {
                 .zip(events.iter())
                 .map(|(bytes, e)| (bytes, Some((number, e.clone()))))
                 .collect(),
-            ops: Vec::new(),
+            ops: Default::default(),
             rows: smallvec::smallvec![row],
         })?;
         drop(registry);
