@@ -103,10 +103,24 @@ pub fn verify(store_dir: &Path, only: &[String]) -> CliResult {
     }
     // When this verify had to open skipping bad frames, the same events are problems above.
     for s in report.salvaged.iter().filter(|_| !opened_salvaging) {
-        eprintln!(
-            "note: session \"{}\" seqs {}..={} follow the damaged frame at {} and are not in the index: `sessionlog recover --salvage` dropped them",
-            s.session, s.first, s.last, s.damaged
-        );
+        if s.dropped_from > s.first {
+            eprintln!(
+                "note: session \"{}\" seqs {}..={} are not in the index: `sessionlog recover --salvage` dropped {}..={}, which follow the damaged frame at {}, and {}..={} were in that frame",
+                s.session,
+                s.first,
+                s.last,
+                s.dropped_from,
+                s.last,
+                s.damaged,
+                s.first,
+                s.dropped_from - 1
+            );
+        } else {
+            eprintln!(
+                "note: session \"{}\" seqs {}..={} follow the damaged frame at {} and are not in the index: `sessionlog recover --salvage` dropped them",
+                s.session, s.dropped_from, s.last, s.damaged
+            );
+        }
     }
     let mut lines: Vec<String> = Vec::new();
     for bad in &report.bad_frames {

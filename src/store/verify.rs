@@ -45,12 +45,12 @@ impl Store {
         })?;
         let mut report = VerifyReport::default();
         let mut next: HashMap<u64, Seq> = HashMap::new();
-        // Sessions whose seqs jump past events a damaged frame held: (the first seq missing,
-        // the last seq read while the session did not continue, the frame where the jump was
-        // seen). What a salvage dropped, if a bad frame is before; `open_cuts` until an event
-        // continues the session (one appended after the salvage).
-        let mut open_cuts: HashMap<u64, (Seq, Seq, LogPosition)> = HashMap::new();
-        let mut cuts: Vec<(u64, (Seq, Seq, LogPosition))> = Vec::new();
+        // Sessions whose seqs jump past events a damaged frame held: the first seq missing,
+        // the first and the last seq read while the session did not continue, and the frame
+        // where the jump was seen. What a salvage dropped, if a bad frame is before;
+        // `open_cuts` until an event continues the session (one appended after the salvage).
+        let mut open_cuts: HashMap<u64, Cut> = HashMap::new();
+        let mut cuts: Vec<(u64, Cut)> = Vec::new();
         let index = &self.index;
         let mut problems = Vec::new();
         let mut visit = |frame: scan::ScannedFrame| -> Result<(), OpenError> {
@@ -108,15 +108,22 @@ impl Store {
                                 // until an event with that seq comes.
                                 if let Some(c) = open_cuts.get_mut(&session) {
                                     if event.seq != *expected {
-                                        c.1 = c.1.max(event.seq);
+                                        c.last = c.last.max(event.seq);
                                         continue;
                                     }
                                     if let Some(c) = open_cuts.remove(&session) {
                                         cuts.push((session, c));
                                     }
                                 } else if event.seq > *expected {
-                                    open_cuts
-                                        .insert(session, (*expected, event.seq, frame.position));
+                                    open_cuts.insert(
+                                        session,
+                                        Cut {
+                                            missing: *expected,
+                                            first: event.seq,
+                                            last: event.seq,
+                                            at: frame.position,
+                                        },
+                                    );
                                     continue;
                                 }
                                 if event.seq != *expected {
@@ -197,8 +204,14 @@ impl Store {
             &mut visit,
         )?;
         cuts.extend(open_cuts);
-        cuts.sort_unstable_by_key(|(_, (_, _, at))| *at);
-        for (session, (first, last, at)) in cuts {
+        cuts.sort_unstable_by_key(|(_, c)| c.at);
+        for (session, cut) in cuts {
+            let Cut {
+                missing,
+                first,
+                last,
+                at,
+            } = cut;
             let name = self.registry().get(session).map_or_else(
                 || format!("session number {session}"),
                 |r| r.header.id.clone(),
@@ -206,12 +219,13 @@ impl Store {
             match scan.skipped.iter().rev().find(|b| b.position < at) {
                 Some(bad) => report.salvaged.push(Salvaged {
                     session: name,
-                    first,
+                    first: missing,
+                    dropped_from: first,
                     last,
                     damaged: bad.position,
                 }),
                 None => problems.push(format!(
-                    "{at}: session {name:?} skips from seq {first} to a later one (seqs up to {last} do not continue it), and no damaged frame before them explains it"
+                    "{at}: session {name:?} skips from seq {missing} to {first} (seqs up to {last} do not continue it), and no damaged frame before them explains it"
                 )),
             }
         }
@@ -534,6 +548,19 @@ pub struct VerifyReport {
     pub salvaged: Vec<Salvaged>,
 }
 
+/// A session whose seqs jump while [`Store::verify`] reads the log (see `open_cuts`).
+#[derive(Debug, Clone, Copy)]
+struct Cut {
+    /// The first seq missing.
+    missing: Seq,
+    /// The first seq read after the jump.
+    first: Seq,
+    /// The last seq read while the session did not continue.
+    last: Seq,
+    /// The frame where the jump was seen.
+    at: LogPosition,
+}
+
 /// A session's run of events that a salvage dropped after a damaged frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Salvaged {
@@ -541,6 +568,9 @@ pub struct Salvaged {
     pub session: String,
     /// The first seq the index lacks (where the damaged frame's gap begins).
     pub first: Seq,
+    /// The first seq read after the gap: the salvage dropped `dropped_from..=last`, and the
+    /// seqs from `first` up to it were in the damaged frame (or in frames it cut off).
+    pub dropped_from: Seq,
     /// The last seq of the session read after the gap.
     pub last: Seq,
     /// The damaged frame before the gap.

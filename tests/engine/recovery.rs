@@ -265,6 +265,7 @@ fn salvage_mode_skips_the_bad_frame_and_reports_what_it_lost() {
             vec![sessionlog::Salvaged {
                 session: "a".into(),
                 first: 2,
+                dropped_from: 3,
                 last: 4,
                 damaged: victim.position(),
             }]

@@ -611,7 +611,16 @@ fn verify_after_a_salvage_names_the_dropped_events_once() {
     bytes[middle] ^= 0x55;
     std::fs::write(&seg, &bytes).unwrap();
     let r = ok(sessionlog(&store, &["recover", "--salvage"]));
-    assert!(r.contains("dropped: session \"s1\" seqs "), "{r}");
+    // The seqs the salvage reports lost (the damaged frame's own, which the old index held,
+    // and the ones after it): verify's note must name the same ones.
+    let dropped = r
+        .split("dropped: session \"s1\" seqs ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("the salvage names what it dropped: {r}"))
+        .trim_end_matches([',', '.', ':', ';'])
+        .to_owned();
+    assert!(dropped.ends_with("..=39"), "{dropped}");
     let v = sessionlog(&store, &["verify"]);
     let (out, err) = (stdout(&v), stderr(&v));
     assert_eq!(v.status.code(), Some(1), "{out}{err}");
@@ -622,11 +631,21 @@ fn verify_after_a_salvage_names_the_dropped_events_once() {
         .find(|l| l.starts_with("note: session \"s1\" seqs "))
         .unwrap_or_else(|| panic!("a note on the dropped events: {err}"));
     assert!(
-        note.contains("..=39 follow the damaged frame at segment 1 offset"),
+        note.contains(&format!("seqs {dropped} are not in the index: ")),
+        "{note} (the salvage reported {dropped})"
+    );
+    // One event per frame: the damaged frame held the first of them, and the salvage dropped
+    // the rest, which follow it.
+    let from: u64 = dropped.split("..=").next().unwrap().parse().unwrap();
+    assert!(
+        note.contains(&format!(
+            "`sessionlog recover --salvage` dropped {}..=39, which follow the damaged frame at segment 1 offset",
+            from + 1
+        )),
         "{note}"
     );
     assert!(
-        note.contains("`sessionlog recover --salvage` dropped them"),
+        note.ends_with(&format!("and {from}..={from} were in that frame")),
         "{note}"
     );
 }
