@@ -98,12 +98,13 @@ impl FramePlan {
 const MAX_SPARE_STAGED_BYTES: usize = 16 << 20;
 
 /// Spare staging buffers kept: two batches can be in flight (one written, one encoded), and
-/// with one spare the second regrew its buffers from nothing each time.
+/// with one spare the second regrew its buffers from nothing each time (with the operations
+/// taken out of every batch, `realloc` under [`Committer::stage`] was 1.3% of the CPU at 64
+/// sessions on dsh's flush points, benches/README.md, run 11).
 const SPARE_STAGED: usize = 2;
 
 /// An indexed batch's buffers are kept for the next leader up to this many entries' room
-/// (a batch of 64 sessions' flush groups regrew them from nothing each time: 1.3% of the
-/// append path's CPU went to `realloc`).
+/// instead of regrown from nothing for each batch.
 const MAX_SPARE_BATCH_ENTRIES: usize = 1 << 16;
 
 impl Staged {
