@@ -174,27 +174,45 @@ pub fn verify(store_dir: &Path, only: &[String]) -> CliResult {
         }
     }
     bar.finish();
-    println!(
+    let verdict = if lines.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
+    let mut out = vec![format!(
         "checked {} frames, {} events in the log; {} session(s), {} event(s) against the invariants",
         report.frames,
         report.events,
         sessions.len(),
         done
-    );
-    for l in &lines {
-        println!("{}", super::human(l));
-    }
+    )];
+    out.extend(lines.iter().map(|l| super::human(l).into_owned()));
     if lines.is_empty() {
-        println!("clean");
-        Ok(ExitCode::SUCCESS)
+        out.push("clean".to_owned());
     } else {
-        println!(
+        out.push(format!(
             "{} problem(s): {} bad frame(s), {} invariant violation(s), {} other",
             lines.len(),
             report.bad_frames.len(),
             violations,
             lines.len() - report.bad_frames.len() - violations
-        );
-        Ok(ExitCode::from(1))
+        ));
     }
+    // The exit code is verify's verdict: a reader that stops early (`| head -1`) must not
+    // turn problems into success, so a closed pipe ends the printing, not the verdict.
+    match print_lines(&out) {
+        Ok(()) => Ok(verdict),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(verdict),
+        Err(e) => Err(super::output::stdout_error(e)),
+    }
+}
+
+/// Writes `lines` to standard output, stopping at the first failure.
+fn print_lines(lines: &[String]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    for l in lines {
+        writeln!(stdout, "{l}")?;
+    }
+    stdout.flush()
 }

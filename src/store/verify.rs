@@ -216,7 +216,19 @@ impl Store {
                 || format!("session number {session}"),
                 |r| r.header.id.clone(),
             );
+            // The index still holds the events after the gap (no salvage ran: the store
+            // opened normally): only the damaged frame's own events are lost to reads.
+            let indexed_after = matches!(
+                self.index.run(session, first),
+                Ok(Some(r)) if r.location.position() == at
+            );
             match scan.skipped.iter().rev().find(|b| b.position < at) {
+                Some(bad) if indexed_after => problems.push(format!(
+                    "{}: session {name:?} seqs {missing}..={} are in this damaged frame and cannot be read; the index still holds the {} after them (..={last}): `sessionlog recover --salvage` would drop them all, so restore a backup if you have one",
+                    bad.position,
+                    first.saturating_sub(1).max(missing),
+                    last.saturating_sub(first) + 1
+                )),
                 Some(bad) => report.salvaged.push(Salvaged {
                     session: name,
                     first: missing,

@@ -650,6 +650,78 @@ fn verify_after_a_salvage_names_the_dropped_events_once() {
     );
 }
 
+/// A store with its index intact and one damaged frame in the log (no salvage ran): verify
+/// names the seqs the frame held as unreadable, claims no salvage, and its exit code stays 1
+/// when the reader closes the pipe before the report.
+#[test]
+fn verify_of_a_damaged_frame_the_index_covers_names_its_seqs_and_keeps_its_verdict() {
+    let _serial = crate::serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    {
+        let s = sessionlog::Store::open(&store, sessionlog::Config::default()).unwrap();
+        s.create_session(sessionlog::SessionHeader::new("s1", 1000))
+            .unwrap();
+        for seq in 0..40 {
+            let turn = seq / 2 + 1;
+            let event = if seq % 2 == 0 {
+                sessionlog::Event::new("turn/start", seq, 1, format!(r#"{{"turn":{turn}}}"#))
+            } else {
+                sessionlog::Event::new(
+                    "turn/end",
+                    seq,
+                    2,
+                    format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}}}}"#),
+                )
+            };
+            s.append("s1", event).unwrap();
+            s.flush().unwrap();
+        }
+        s.close().unwrap();
+    }
+    let seg = store.join("segments/00000000000000000001.seg");
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x55;
+    std::fs::write(&seg, &bytes).unwrap();
+    let v = sessionlog(&store, &["verify"]);
+    let (out, err) = (stdout(&v), stderr(&v));
+    assert_eq!(v.status.code(), Some(1), "{out}{err}");
+    assert!(!err.contains("dropped"), "no salvage ran: {err}");
+    // One event per frame: the damaged frame held one seq, and the index holds the rest.
+    let line = out
+        .lines()
+        .find(|l| l.contains("are in this damaged frame and cannot be read"))
+        .unwrap_or_else(|| panic!("a line naming the lost seqs: {out}"));
+    let lost: u64 = line
+        .split("seqs ")
+        .nth(1)
+        .and_then(|r| r.split("..=").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(
+        line.contains(&format!("seqs {lost}..={lost} are in this damaged frame")),
+        "{line}"
+    );
+    assert!(
+        line.contains(&format!("holds the {} after them (..=39)", 39 - lost)),
+        "{line}"
+    );
+    // The bad frame, the lost seqs, and the invariant check stopping at them.
+    assert!(out.contains("3 problem(s): 1 bad frame(s)"), "{out}");
+    // The reader goes away before verify prints: the verdict is still 1.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sessionlog"))
+        .args(["--store"])
+        .arg(&store)
+        .arg("verify")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    assert_eq!(child.wait().unwrap().code(), Some(1));
+}
+
 #[test]
 fn verify_of_a_crashed_store_with_a_damaged_frame_names_each_gap_once() {
     let _serial = crate::serial();
