@@ -53,6 +53,9 @@ impl Store {
         let mut cuts: Vec<(u64, Cut)> = Vec::new();
         let index = &self.index;
         let mut problems = Vec::new();
+        // Failed index lookups, one entry per distinct error: (where and which event first,
+        // how many). A damaged index fails every lookup the same way: one line says it.
+        let mut lookup_failures: Vec<(String, LogPosition, u64, Seq, u64)> = Vec::new();
         let mut visit = |frame: scan::ScannedFrame| -> Result<(), OpenError> {
             report.frames += 1;
             if frame.dropped {
@@ -182,7 +185,19 @@ impl Store {
                                         }
                                     }
                                     Ok(_) => {}
-                                    Err(e) => problems.push(format!("index lookup failed: {e}")),
+                                    Err(e) => {
+                                        let e = e.to_string();
+                                        match lookup_failures.iter_mut().find(|f| f.0 == e) {
+                                            Some(f) => f.4 += 1,
+                                            None => lookup_failures.push((
+                                                e,
+                                                frame.position,
+                                                session,
+                                                event.seq,
+                                                1,
+                                            )),
+                                        }
+                                    }
                                 }
                             }
                         }
@@ -203,6 +218,20 @@ impl Store {
             &self.limits,
             &mut visit,
         )?;
+        for (e, at, session, seq, n) in lookup_failures {
+            let name = self.registry().get(session).map_or_else(
+                || format!("session number {session}"),
+                |r| format!("session {:?}", r.header.id),
+            );
+            let more = if n > 1 {
+                format!(" (and {} more events the same way)", n - 1)
+            } else {
+                String::new()
+            };
+            problems.push(format!(
+                "{at}: the index lookup of {name} seq {seq} failed{more}: {e}"
+            ));
+        }
         cuts.extend(open_cuts);
         cuts.sort_unstable_by_key(|(_, c)| c.at);
         for (session, cut) in cuts {

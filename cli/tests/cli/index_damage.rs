@@ -693,6 +693,18 @@ fn cli_reads_of_a_damaged_index_exit_2_with_advice_never_101() {
                 _ => panic!("round {round}: {args:?} exited {code}: {err}"),
             }
         }
+        // verify reports damage once per kind: a damaged table fails every lookup the same
+        // way, and that is one line, not one per event.
+        let (code, out, err) = cli(&dir, &["verify"]);
+        assert!(
+            matches!(code, 0..=2),
+            "round {round}: verify exited {code}: {err}"
+        );
+        let mut lines: Vec<&str> = out.lines().filter(|l| l.starts_with("log: ")).collect();
+        let n = lines.len();
+        lines.sort_unstable();
+        lines.dedup();
+        assert_eq!(lines.len(), n, "round {round}: repeated lines:\n{out}");
         let (code, _, err) = cli(&dir, &["recover"]);
         assert_eq!(code, 0, "round {round}: {err}");
         let (code, out, _) = cli(&dir, &["list", "--json"]);
