@@ -54,11 +54,11 @@ pub enum Command {
         /// Set from --store given on the command line.
         #[arg(skip)]
         keep: Option<PathBuf>,
-        /// Turns per session (58 events each).
-        #[arg(long, default_value_t = 200)]
+        /// Turns per session (58 events each), 1 to 100000.
+        #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=100_000))]
         turns: u64,
-        /// Concurrent sessions.
-        #[arg(long, default_value_t = 16)]
+        /// Concurrent sessions (one thread each), 1 to 1024.
+        #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
         sessions: u64,
     },
     /// Run the comparison benchmarks (sessionlog against SQLite, JSONL, redb and the raw disk).

@@ -764,3 +764,23 @@ fn verify_of_a_crashed_store_with_a_damaged_frame_names_each_gap_once() {
         "{out}"
     );
 }
+
+/// The demo's sizes are checked when the arguments are parsed: no session count that aborts on
+/// an allocation (4294967295) and none that fails after the timings (0).
+#[test]
+fn demo_refuses_sizes_out_of_range_before_running() {
+    for args in [
+        &["demo", "--sessions", "0"][..],
+        &["demo", "--sessions", "4294967295"][..],
+        &["demo", "--turns", "0"][..],
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_sessionlog"))
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("is not in 1..="), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}: nothing runs");
+    }
+}
