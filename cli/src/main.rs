@@ -332,6 +332,13 @@ pub(crate) fn check_is_store(dir: &std::path::Path) -> Result<(), Box<dyn std::e
         .into());
     }
     if !Store::is_store(dir) {
+        if only_creation_files(dir) {
+            return Err(format!(
+                "{} holds only the files a store's creation makes first (LOCK, ACKED): a creation was interrupted before any data was written; `sessionlog import` creates the store there, or delete the directory",
+                human_path(dir),
+            )
+            .into());
+        }
         return Err(format!(
             "{} is not a sessionlog store (it has no segments/ and no index.redb); pass the store's directory with --store DIR (or set SESSIONLOG_STORE)",
             human_path(dir),
@@ -339,6 +346,26 @@ pub(crate) fn check_is_store(dir: &std::path::Path) -> Result<(), Box<dyn std::e
         .into());
     }
     Ok(())
+}
+
+/// True when `dir` holds something, and nothing but the files [`Store::open`] makes before a
+/// store's data (`LOCK`, `ACKED`): a creation cut short (killed, or a full disk) before
+/// `segments/` or `index.redb` existed. Nothing of a store's data is there.
+pub(crate) fn only_creation_files(dir: &std::path::Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let mut any = false;
+    for entry in entries {
+        let Ok(entry) = entry else { return false };
+        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        let name = entry.file_name();
+        if !is_file || !(name == "LOCK" || name == sessionlog::store::ACK_FILE) {
+            return false;
+        }
+        any = true;
+    }
+    any
 }
 
 /// Opens the store for reading (shared with other readers), creating nothing.

@@ -43,6 +43,16 @@ fn import_target(dir: &Path) -> Result<Target, Box<dyn std::error::Error>> {
     if Store::is_store(dir) {
         return Ok(Target::Store);
     }
+    // A creation cut short before any data (killed, or a full disk): created again here.
+    if super::only_creation_files(dir) {
+        return Ok(Target::Empty);
+    }
+    // Another process may have gone on creating the store since the check above: its data
+    // appeared meanwhile, and the store is that process's (opening it says whether it is
+    // still busy), not a foreign directory.
+    if Store::is_store(dir) {
+        return Ok(Target::Store);
+    }
     let mut entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read {shown}: {e}"))?;
     match entries.next() {
         None => Ok(Target::Empty),
@@ -61,17 +71,35 @@ fn import_target(dir: &Path) -> Result<Target, Box<dyn std::error::Error>> {
 
 /// Removes what a failed import created: the store's files (`LOCK`, `ACKED`, `index.redb`,
 /// `segments/`), and the directory itself when the import made it. Only those names: anything
-/// else that appeared meanwhile stays (and so does the directory holding it).
+/// else that appeared meanwhile stays (and so does the directory holding it). Only while no
+/// other process holds the store: another import may be creating it in the same directory
+/// right now, and its files are never this one's to remove. `LOCK` goes last, still held (a
+/// writer checks that the `LOCK` it locked is still the one in the directory).
 fn remove_created(dir: &Path, target: &Target) {
     if matches!(target, Target::Store) {
         return;
     }
-    let _ = std::fs::remove_dir_all(dir.join("segments"));
-    for file in ["index.redb", "LOCK", "ACKED"] {
-        let _ = std::fs::remove_file(dir.join(file));
+    let lock_path = dir.join("LOCK");
+    if let Ok(lock) = std::fs::OpenOptions::new().read(true).open(&lock_path) {
+        if lock.try_lock().is_err() {
+            return;
+        }
+        remove_store_files(dir, target);
+        drop(lock);
     }
     if matches!(target, Target::Missing) {
         let _ = std::fs::remove_dir(dir);
+    }
+}
+
+/// The removal of [`remove_created`], for a caller that holds the store (`LOCK` last).
+fn remove_store_files(dir: &Path, target: &Target) {
+    if matches!(target, Target::Store) {
+        return;
+    }
+    let _ = std::fs::remove_dir_all(dir.join("segments"));
+    for file in ["index.redb", sessionlog::store::ACK_FILE, "LOCK"] {
+        let _ = std::fs::remove_file(dir.join(file));
     }
 }
 
@@ -80,9 +108,20 @@ pub fn import(store_dir: &Path, args: &ImportArgs) -> CliResult {
     let target = import_target(store_dir)?;
     // Find and sniff the sources before creating or locking the store.
     let sources = discover(&args.paths)?;
-    let store = Store::open(store_dir, Config::default()).inspect_err(|_| {
-        remove_created(store_dir, &target);
+    let store = Store::open(store_dir, Config::default()).inspect_err(|e| {
+        // Another process holds the store (it may be creating it right now): what is there
+        // is that process's, never this one's to remove.
+        if !matches!(e, sessionlog::OpenError::Locked { .. }) {
+            remove_created(store_dir, &target);
+        }
     })?;
+    // A store that already holds sessions was made by another import that won the race to
+    // this directory: it is never this import's to remove.
+    let target = if matches!(target, Target::Store) || !store.sessions().is_empty() {
+        Target::Store
+    } else {
+        target
+    };
     let options = ImportOptions {
         replay_fixture: args.replay_fixture,
         skip_existing: args.skip_existing,
@@ -126,9 +165,14 @@ pub fn import(store_dir: &Path, args: &ImportArgs) -> CliResult {
         Ok(report) => report,
         Err(e) => {
             if !matches!(e, sessionlog::FileImportError::Partial { .. }) {
-                // Nothing was imported: leave no store behind where there was none.
+                // Nothing was imported: leave no store behind where there was none. Removed
+                // while this process still holds it, so no other import can have taken the
+                // directory over in between.
+                remove_store_files(store_dir, &target);
                 let _ = store.close();
-                remove_created(store_dir, &target);
+                if matches!(target, Target::Missing) {
+                    let _ = std::fs::remove_dir(store_dir);
+                }
             }
             return Err(e.into());
         }

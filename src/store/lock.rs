@@ -88,6 +88,17 @@ impl StoreLock {
             Err(TryLockError::Error(e)) => return Err(io(e)),
         }
         if exclusive {
+            // The lock is on the file this process opened: if `LOCK` was removed (and maybe
+            // made again by another process) meanwhile, that lock excludes no one.
+            use std::os::unix::fs::MetadataExt;
+            let held = file.metadata().map_err(io)?;
+            let current = std::fs::metadata(path);
+            if !current.is_ok_and(|m| m.ino() == held.ino() && m.dev() == held.dev()) {
+                return Err(OpenError::Locked {
+                    path: path.to_path_buf(),
+                    pid: None,
+                });
+            }
             file.set_len(0).map_err(io)?;
             file.seek(SeekFrom::Start(0)).map_err(io)?;
             write!(file, "{}", std::process::id()).map_err(io)?;

@@ -784,3 +784,93 @@ fn demo_refuses_sizes_out_of_range_before_running() {
         assert!(o.stdout.is_empty(), "{args:?}: nothing runs");
     }
 }
+
+/// A JSONL session of `turns` turns (two events each), for import tests.
+fn turns_jsonl(path: &Path, id: &str, turns: u64) {
+    let mut text = format!(
+        r#"{{"type":"session","version":0,"id":"{id}","createdAt":1000,"delegationDepth":0}}"#
+    );
+    text.push('\n');
+    for t in 0..turns {
+        text.push_str(&format!(
+            "{{\"type\":\"turn/start\",\"seq\":{},\"time\":1,\"data\":{{\"turn\":{}}}}}\n",
+            2 * t,
+            t + 1
+        ));
+        text.push_str(&format!(
+            "{{\"type\":\"turn/end\",\"seq\":{},\"time\":2,\"data\":{{\"turn\":{},\"reason\":{{\"kind\":\"completed\"}}}}}}\n",
+            2 * t + 1,
+            t + 1
+        ));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// Imports racing to create one store: one wins, the others say why they lost (the store is
+/// busy, or the session is already there), and none removes what the winner wrote.
+#[test]
+fn racing_imports_into_a_new_directory_keep_the_winners_store() {
+    let _serial = crate::serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let source = tmp.path().join("s.jsonl");
+    turns_jsonl(&source, "s1", 2000);
+    for round in 0..4 {
+        let store = tmp.path().join(format!("race-{round}"));
+        let children: Vec<_> = (0..5)
+            .map(|_| {
+                Command::new(env!("CARGO_BIN_EXE_sessionlog"))
+                    .arg("--store")
+                    .arg(&store)
+                    .arg("import")
+                    .arg(&source)
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let mut won = 0;
+        for child in children {
+            let o = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            match o.status.code() {
+                Some(0) => won += 1,
+                Some(2) => assert!(
+                    err.contains("already exists in the store")
+                        || err.contains("open for writing in another process"),
+                    "round {round}: {err}"
+                ),
+                other => panic!("round {round}: exit {other:?}: {err}"),
+            }
+        }
+        assert_eq!(won, 1, "round {round}");
+        let v: serde_json::Value =
+            serde_json::from_str(&ok(sessionlog(&store, &["list", "--json"]))).unwrap();
+        assert_eq!(v[0]["events"], 4000, "round {round}: {v}");
+        assert!(ok(sessionlog(&store, &["verify"])).contains("clean"));
+    }
+}
+
+/// A creation cut short before any data (killed, or a full disk) leaves `LOCK` alone in the
+/// directory: reads say so and what to run, and an import creates the store there.
+#[test]
+fn a_directory_left_with_only_lock_is_created_again_by_import() {
+    let _serial = crate::serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    std::fs::write(store.join("LOCK"), b"").unwrap();
+    let o = sessionlog(&store, &["list"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("a creation was interrupted before any data was written; `sessionlog import` creates the store there"),
+        "{}",
+        stderr(&o)
+    );
+    let source = tmp.path().join("s.jsonl");
+    turns_jsonl(&source, "s1", 3);
+    ok(sessionlog(&store, &["import", source.to_str().unwrap()]));
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(sessionlog(&store, &["list", "--json"]))).unwrap();
+    assert_eq!(v[0]["events"], 6);
+}
