@@ -141,7 +141,8 @@ fn check_new_dir(keep: &Path) -> Result<(), Box<dyn std::error::Error>> {
     if keep.is_dir() {
         let mut entries = std::fs::read_dir(keep)
             .map_err(|e| format!("reading the directory {shown} failed: {e}"))?;
-        if entries.next().is_some() {
+        // A creation cut short before any data (LOCK alone) counts as empty.
+        if entries.next().is_some() && !super::only_creation_files(keep) {
             return Err(format!(
                 "{shown} is not empty; the demo creates a new store: pass --store with a new or empty directory (or none, for a temporary store)"
             )

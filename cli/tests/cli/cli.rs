@@ -873,4 +873,15 @@ fn a_directory_left_with_only_lock_is_created_again_by_import() {
     let v: serde_json::Value =
         serde_json::from_str(&ok(sessionlog(&store, &["list", "--json"]))).unwrap();
     assert_eq!(v[0]["events"], 6);
+    // The demo, too, takes such a directory as empty.
+    let kept = tmp.path().join("demo");
+    std::fs::create_dir(&kept).unwrap();
+    std::fs::write(kept.join("LOCK"), b"").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_sessionlog"))
+        .args(["demo", "--turns", "1", "--sessions", "1", "--store"])
+        .arg(&kept)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(ok(sessionlog(&kept, &["verify"])).contains("clean"));
 }
