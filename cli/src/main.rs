@@ -407,7 +407,8 @@ pub(crate) fn note_pending(store: &Store) {
 /// check and a CRC check of every index entry) and reports what recovery did.
 fn recover(dir: &std::path::Path, salvage: bool) -> CliResult {
     check_is_store(dir)?;
-    let index_missing = !dir.join("index.redb").exists();
+    // A zero-length index.redb (a crash while creating it) is rebuilt like a missing one.
+    let index_missing = std::fs::metadata(dir.join("index.redb")).map_or(true, |m| m.len() == 0);
     let config = Config::default()
         .recovery(if salvage {
             sessionlog::RecoveryMode::SalvageSkippingBadFrames
@@ -430,7 +431,7 @@ fn recover(dir: &std::path::Path, salvage: bool) -> CliResult {
         r.events_recovered
     );
     if index_missing {
-        crate::say!("index rebuilt from the log: index.redb was missing");
+        crate::say!("index rebuilt from the log: index.redb was missing or empty");
     } else if r.index_rebuilt {
         crate::say!(
             "index rebuilt from the log: {}",
@@ -442,6 +443,10 @@ fn recover(dir: &std::path::Path, salvage: bool) -> CliResult {
         );
     } else {
         crate::say!("index checked: redb's integrity check and every entry's CRC pass");
+        crate::say!(
+            "the log before {} was not read (recovery reads only what the index does not cover): `sessionlog verify` reads every frame",
+            r.scanned_from
+        );
     }
     if let Some(t) = &r.truncated {
         if r.torn_operation_frames > 0 {

@@ -454,6 +454,20 @@ fn a_deleted_index_is_rebuilt_in_memory_by_reads_and_on_disk_by_a_write_open() {
     let o = cli(&store, &["list"]);
     ok(&o);
     assert!(err(&o).is_empty(), "{}", err(&o));
+    // A healthy index is checked, and recover says what it did not read.
+    let r = ok(&cli(&store, &["recover"]));
+    assert!(
+        r.contains("index checked: ") && r.contains("`sessionlog verify` reads every frame"),
+        "{r}"
+    );
+    // A zero-length index (a crash while creating it) is rebuilt, and said so.
+    std::fs::write(store.join("index.redb"), b"").unwrap();
+    let r = ok(&cli(&store, &["recover"]));
+    assert!(
+        r.contains("index rebuilt from the log: index.redb was missing or empty"),
+        "{r}"
+    );
+    assert_eq!(listed_ids(&store), ["s0000", "s0001", "s0002"]);
 }
 
 #[test]
