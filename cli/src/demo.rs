@@ -152,6 +152,31 @@ fn check_new_dir(keep: &Path) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// Stops [`remove_on_signal`]'s thread when dropped.
+struct SignalGuard(signal_hook::iterator::Handle);
+
+impl Drop for SignalGuard {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// Removes `temp` and exits (128 + the signal) on SIGINT or SIGTERM, from a thread of its own,
+/// until the returned guard is dropped.
+fn remove_on_signal(temp: &Path) -> std::io::Result<SignalGuard> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    let guard = SignalGuard(signals.handle());
+    let temp = temp.to_path_buf();
+    std::thread::spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            let _ = std::fs::remove_dir_all(&temp);
+            std::process::exit(128 + signal);
+        }
+    });
+    Ok(guard)
+}
+
 /// Runs the demo: `sessions` concurrent agents, `turns` turns each. With `keep`, the main
 /// (buffered) store is created there and kept; the rest lives in a temporary directory.
 pub fn run(
@@ -163,6 +188,9 @@ pub fn run(
         check_new_dir(keep)?;
     }
     let dir = tempfile::tempdir()?;
+    // Interrupted (Ctrl-C, SIGTERM), the demo removes its temporary stores before it exits:
+    // the `TempDir` is only removed on a normal return.
+    let _signals = remove_on_signal(dir.path())?;
     let main_store = keep.map_or_else(|| dir.path().join("buffered"), Path::to_path_buf);
     crate::say!(
         "sessionlog demo: {sessions} concurrent agent sessions x {turns} turns (58 events per turn, compaction every 10 turns)"

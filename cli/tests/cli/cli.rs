@@ -885,3 +885,37 @@ fn a_directory_left_with_only_lock_is_created_again_by_import() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(ok(sessionlog(&kept, &["verify"])).contains("clean"));
 }
+
+/// An interrupted demo (SIGTERM) removes its temporary stores before it exits.
+#[test]
+fn a_demo_stopped_by_sigterm_leaves_no_temporary_store() {
+    use std::io::BufRead as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sessionlog"))
+        .args(["demo", "--turns", "100000", "--sessions", "2"])
+        .env("TMPDIR", tmp.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let temp = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.strip_prefix("store: ")
+                .and_then(|r| r.split(" (temporary").next().map(str::to_owned))
+        })
+        .expect("the demo names its temporary store");
+    assert!(Path::new(&temp).starts_with(tmp.path()), "{temp}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(Path::new(&temp).exists(), "the demo is still running");
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    drop(lines);
+    assert_eq!(child.wait().unwrap().code(), Some(143));
+    assert!(!Path::new(&temp).exists(), "{temp} is left behind");
+}
