@@ -576,40 +576,45 @@ fn store_comes_from_the_environment() {
     assert!(v[0]["lastActivity"].is_null());
 }
 
+/// A store in `dir/store` with session "s1" of 40 events, one frame each (flushed one by one),
+/// its index intact, and one byte flipped in the middle frame of the log (segment header 32
+/// bytes).
+fn store_with_a_damaged_middle_frame(dir: &Path) -> std::path::PathBuf {
+    let store = dir.join("store");
+    let s = sessionlog::Store::open(&store, sessionlog::Config::default()).unwrap();
+    s.create_session(sessionlog::SessionHeader::new("s1", 1000))
+        .unwrap();
+    for seq in 0..40 {
+        let turn = seq / 2 + 1;
+        let event = if seq % 2 == 0 {
+            sessionlog::Event::new("turn/start", seq, 1, format!(r#"{{"turn":{turn}}}"#))
+        } else {
+            sessionlog::Event::new(
+                "turn/end",
+                seq,
+                2,
+                format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}}}}"#),
+            )
+        };
+        s.append("s1", event).unwrap();
+        s.flush().unwrap();
+    }
+    s.close().unwrap();
+    let seg = store.join("segments/00000000000000000001.seg");
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x55;
+    std::fs::write(&seg, &bytes).unwrap();
+    store
+}
+
 /// After `recover --salvage`, verify still reports the damaged frame, and names the events
 /// the salvage dropped in one note instead of one "missing index entry" line per event.
 #[test]
 fn verify_after_a_salvage_names_the_dropped_events_once() {
     let _serial = crate::serial();
     let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
-    {
-        let s = sessionlog::Store::open(&store, sessionlog::Config::default()).unwrap();
-        s.create_session(sessionlog::SessionHeader::new("s1", 1000))
-            .unwrap();
-        for seq in 0..40 {
-            let turn = seq / 2 + 1;
-            let event = if seq % 2 == 0 {
-                sessionlog::Event::new("turn/start", seq, 1, format!(r#"{{"turn":{turn}}}"#))
-            } else {
-                sessionlog::Event::new(
-                    "turn/end",
-                    seq,
-                    2,
-                    format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}}}}"#),
-                )
-            };
-            s.append("s1", event).unwrap();
-            s.flush().unwrap();
-        }
-        s.close().unwrap();
-    }
-    // A frame in the middle of the log (segment header 32 bytes; each frame holds one event).
-    let seg = store.join("segments/00000000000000000001.seg");
-    let mut bytes = std::fs::read(&seg).unwrap();
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0x55;
-    std::fs::write(&seg, &bytes).unwrap();
+    let store = store_with_a_damaged_middle_frame(tmp.path());
     let r = ok(sessionlog(&store, &["recover", "--salvage"]));
     // The seqs the salvage reports lost (the damaged frame's own, which the old index held,
     // and the ones after it): verify's note must name the same ones.
@@ -657,33 +662,7 @@ fn verify_after_a_salvage_names_the_dropped_events_once() {
 fn verify_of_a_damaged_frame_the_index_covers_names_its_seqs_and_keeps_its_verdict() {
     let _serial = crate::serial();
     let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
-    {
-        let s = sessionlog::Store::open(&store, sessionlog::Config::default()).unwrap();
-        s.create_session(sessionlog::SessionHeader::new("s1", 1000))
-            .unwrap();
-        for seq in 0..40 {
-            let turn = seq / 2 + 1;
-            let event = if seq % 2 == 0 {
-                sessionlog::Event::new("turn/start", seq, 1, format!(r#"{{"turn":{turn}}}"#))
-            } else {
-                sessionlog::Event::new(
-                    "turn/end",
-                    seq,
-                    2,
-                    format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}}}}"#),
-                )
-            };
-            s.append("s1", event).unwrap();
-            s.flush().unwrap();
-        }
-        s.close().unwrap();
-    }
-    let seg = store.join("segments/00000000000000000001.seg");
-    let mut bytes = std::fs::read(&seg).unwrap();
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0x55;
-    std::fs::write(&seg, &bytes).unwrap();
+    let store = store_with_a_damaged_middle_frame(tmp.path());
     let v = sessionlog(&store, &["verify"]);
     let (out, err) = (stdout(&v), stderr(&v));
     assert_eq!(v.status.code(), Some(1), "{out}{err}");
