@@ -53,9 +53,9 @@ impl Store {
         let mut cuts: Vec<(u64, Cut)> = Vec::new();
         let index = &self.index;
         let mut problems = Vec::new();
-        // Failed index lookups, one entry per distinct error: (where and which event first,
-        // how many). A damaged index fails every lookup the same way: one line says it.
-        let mut lookup_failures: Vec<(String, LogPosition, u64, Seq, u64)> = Vec::new();
+        // Failed index lookups, one per distinct error: a damaged index fails every lookup
+        // the same way, and one line says it.
+        let mut lookup_failures: Vec<LookupFailure> = Vec::new();
         let mut visit = |frame: scan::ScannedFrame| -> Result<(), OpenError> {
             report.frames += 1;
             if frame.dropped {
@@ -186,16 +186,17 @@ impl Store {
                                     }
                                     Ok(_) => {}
                                     Err(e) => {
-                                        let e = e.to_string();
-                                        match lookup_failures.iter_mut().find(|f| f.0 == e) {
-                                            Some(f) => f.4 += 1,
-                                            None => lookup_failures.push((
-                                                e,
-                                                frame.position,
+                                        let error = e.to_string();
+                                        match lookup_failures.iter_mut().find(|f| f.error == error)
+                                        {
+                                            Some(f) => f.count += 1,
+                                            None => lookup_failures.push(LookupFailure {
+                                                error,
+                                                at: frame.position,
                                                 session,
-                                                event.seq,
-                                                1,
-                                            )),
+                                                seq: event.seq,
+                                                count: 1,
+                                            }),
                                         }
                                     }
                                 }
@@ -218,18 +219,25 @@ impl Store {
             &self.limits,
             &mut visit,
         )?;
-        for (e, at, session, seq, n) in lookup_failures {
+        for LookupFailure {
+            error,
+            at,
+            session,
+            seq,
+            count,
+        } in lookup_failures
+        {
             let name = self.registry().get(session).map_or_else(
                 || format!("session number {session}"),
                 |r| format!("session {:?}", r.header.id),
             );
-            let more = if n > 1 {
-                format!(" (and {} more events the same way)", n - 1)
+            let more = if count > 1 {
+                format!(" (and {} more events the same way)", count - 1)
             } else {
                 String::new()
             };
             problems.push(format!(
-                "{at}: the index lookup of {name} seq {seq} failed{more}: {e}"
+                "{at}: the index lookup of {name} seq {seq} failed{more}: {error}"
             ));
         }
         cuts.extend(open_cuts);
@@ -587,6 +595,20 @@ pub struct VerifyReport {
     /// frame's gap in their session: what `recover --salvage` dropped (and reported). Not a
     /// problem of their own; the damaged frame stays in `bad_frames`.
     pub salvaged: Vec<Salvaged>,
+}
+
+/// Index lookups that failed with one error while [`Store::verify`] read the log.
+#[derive(Debug)]
+struct LookupFailure {
+    /// The error, as text.
+    error: String,
+    /// The frame of the first event whose lookup failed so.
+    at: LogPosition,
+    /// That event's session number and seq.
+    session: u64,
+    seq: Seq,
+    /// How many lookups failed so.
+    count: u64,
 }
 
 /// A session whose seqs jump while [`Store::verify`] reads the log (see `open_cuts`).
