@@ -16,15 +16,18 @@
 
 use std::time::Instant;
 
-use sessionlog::log::dictionary::DICTIONARY_1;
+use sessionlog::log::dictionary::{DICTIONARY_1, DICTIONARY_2};
 use sessionlog::store::Config;
-use sessionlog_bench::dataset::{frame_payloads, write_session};
+use sessionlog_bench::dataset::{finalize_dictionary, frame_payloads, write_session};
 use sessionlog_bench::peers::Writer;
 use sessionlog_bench::peers::{SessionlogStyle, SessionlogWriter};
 use sessionlog_bench::workload::{WorkloadConfig, flush_groups, load_fixture_sessions};
 use zstd::zstd_safe::{self, CParameter, Strategy};
 
 type R<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// A row of the first table: its name, zstd parameters and dictionary.
+type Setting = (&'static str, Vec<CParameter>, Option<&'static [u8]>);
 
 /// The decompressed frame payloads of the dataset and its event count.
 fn payloads(events: u64) -> R<(Vec<Vec<u8>>, u64)> {
@@ -47,65 +50,47 @@ fn main() -> R<()> {
         raw as f64 / n as f64,
         raw as f64 / payloads.len() as f64
     );
-    let settings: Vec<(&str, Vec<CParameter>, bool)> = vec![
+    let level = |l: i32| vec![CParameter::CompressionLevel(l)];
+    let two = Some(DICTIONARY_2);
+    let settings: Vec<Setting> = vec![
+        ("level 3, dictionary 2 (the store)", level(3), two),
         (
-            "level 3, dictionary (the store)",
-            vec![CParameter::CompressionLevel(3)],
-            true,
+            "level 3, dictionary 1 (segments 5-8)",
+            level(3),
+            Some(DICTIONARY_1),
         ),
+        ("level 2, dictionary 2", level(2), two),
+        ("level 1, dictionary 2", level(1), two),
         (
-            "level 2, dictionary",
-            vec![CParameter::CompressionLevel(2)],
-            true,
-        ),
-        (
-            "level 1, dictionary",
-            vec![CParameter::CompressionLevel(1)],
-            true,
-        ),
-        (
-            "level 3, dictionary, hash/chain 2^14",
+            "level 3, dictionary 2, hash/chain 2^14",
             vec![
                 CParameter::CompressionLevel(3),
                 CParameter::HashLog(14),
                 CParameter::ChainLog(14),
             ],
-            true,
+            two,
         ),
         (
-            "level 3, dictionary, strategy fast",
+            "level 3, dictionary 2, strategy fast",
             vec![
                 CParameter::CompressionLevel(3),
                 CParameter::Strategy(Strategy::ZSTD_fast),
             ],
-            true,
+            two,
         ),
-        (
-            "level 3, no dictionary",
-            vec![CParameter::CompressionLevel(3)],
-            false,
-        ),
-        (
-            "level 1, no dictionary",
-            vec![CParameter::CompressionLevel(1)],
-            false,
-        ),
-        (
-            "level -1, no dictionary",
-            vec![CParameter::CompressionLevel(-1)],
-            false,
-        ),
+        ("level 3, no dictionary", level(3), None),
+        ("level 1, no dictionary", level(1), None),
+        ("level -1, no dictionary", level(-1), None),
     ];
     println!("| setting | bytes/event | ns/event |\n|---|---:|---:|");
     for (name, params, dictionary) in settings {
-        let dictionary = dictionary.then_some(DICTIONARY_1);
         let (bytes, ns) = measure(name, &params, dictionary, &payloads, n)?;
         println!("| {name} | {bytes:.1} | {ns:.0} |");
     }
-    // A trained dictionary (zstd's formatted kind, with entropy tables that frames reuse
-    // instead of building and writing their own): trained on the odd frames, measured on the
-    // even ones against the store's setting on the same frames. A format change if adopted
-    // (a new dictionary is a new segment version, format-spec.md section 3.2).
+    // Trained dictionaries (zstd's formatted kind, with entropy tables that frames reuse
+    // instead of building and writing their own), trained on the odd frames and measured on
+    // the even ones: dictionary 1 with entropy tables from them (how dictionary 2 was made,
+    // from all frames), and dictionaries whose content zstd also chose from them.
     let (train, test): (Vec<_>, Vec<_>) =
         payloads.iter().enumerate().partition(|(i, _)| i % 2 == 1);
     let train: Vec<&Vec<u8>> = train.into_iter().map(|(_, p)| p).collect();
@@ -117,24 +102,30 @@ fn main() -> R<()> {
         test.len()
     );
     println!("| setting | bytes/event | ns/event |\n|---|---:|---:|");
-    let level3 = [CParameter::CompressionLevel(3)];
-    let (bytes, ns) = measure(
-        "store",
-        &level3,
-        Some(DICTIONARY_1),
-        &test,
-        test_events as u64,
-    )?;
-    println!("| level 3, dictionary 1 (the store) | {bytes:.1} | {ns:.0} |");
+    let level3 = level(3);
+    let held_out = test_events as u64;
+    for (name, dictionary) in [
+        ("level 3, dictionary 1", DICTIONARY_1),
+        (
+            "level 3, dictionary 2 (the store; its tables saw these frames)",
+            DICTIONARY_2,
+        ),
+    ] {
+        let (bytes, ns) = measure(name, &level3, Some(dictionary), &test, held_out)?;
+        println!("| {name} | {bytes:.1} | {ns:.0} |");
+    }
+    let finalized = finalize_dictionary(DICTIONARY_1, &train, 3, 2)?;
+    let name = "level 3, dictionary 1 + entropy tables of the odd frames";
+    let (bytes, ns) = measure(name, &level3, Some(&finalized), &test, held_out)?;
+    println!("| {name} | {bytes:.1} | {ns:.0} |");
     let trained: Vec<(usize, Vec<u8>)> = [16 << 10, 64 << 10]
         .into_iter()
         .map(|size| Ok((size, zstd::dict::from_samples(&train, size)?)))
         .collect::<R<_>>()?;
     for (size, dictionary) in &trained {
-        for level in [1, 3] {
-            let name = format!("level {level}, trained {} KiB", size >> 10);
-            let params = [CParameter::CompressionLevel(level)];
-            let (bytes, ns) = measure(&name, &params, Some(dictionary), &test, test_events as u64)?;
+        for l in [1, 3] {
+            let name = format!("level {l}, trained {} KiB", size >> 10);
+            let (bytes, ns) = measure(&name, &level(l), Some(dictionary), &test, held_out)?;
             println!("| {name} | {bytes:.1} | {ns:.0} |");
         }
     }
@@ -149,8 +140,13 @@ fn main() -> R<()> {
         real.len()
     );
     println!("| setting | bytes/event | ns/event |\n|---|---:|---:|");
-    let (bytes, ns) = measure("store", &level3, Some(DICTIONARY_1), &real, real_events)?;
-    println!("| level 3, dictionary 1 (the store) | {bytes:.1} | {ns:.0} |");
+    for (name, dictionary) in [
+        ("level 3, dictionary 1", DICTIONARY_1),
+        ("level 3, dictionary 2 (the store)", DICTIONARY_2),
+    ] {
+        let (bytes, ns) = measure(name, &level3, Some(dictionary), &real, real_events)?;
+        println!("| {name} | {bytes:.1} | {ns:.0} |");
+    }
     for (size, dictionary) in &trained {
         let name = format!("level 3, trained {} KiB (on generated frames)", size >> 10);
         let (bytes, ns) = measure(&name, &level3, Some(dictionary), &real, real_events)?;
@@ -175,6 +171,9 @@ fn measure(
     }
     if let Some(d) = dictionary {
         cctx.load_dictionary(d)
+            .map_err(|e| format!("{name}: zstd error {e}"))?;
+        // As the store: no dictionary id in the frame (the frame flag names the dictionary).
+        cctx.set_parameter(CParameter::DictIdFlag(false))
             .map_err(|e| format!("{name}: zstd error {e}"))?;
     }
     let mut out = Vec::with_capacity(1 << 20);

@@ -50,3 +50,48 @@ pub fn frame_payloads(store_dir: &Path) -> BenchResult<Vec<Vec<u8>>> {
     }
     Ok(out)
 }
+
+/// `content` made a formatted zstd dictionary (RFC 8878 §5: magic, `id`, entropy tables,
+/// then the content unchanged), its entropy tables computed from `samples` for compression at
+/// `level` by zstd's `ZDICT_finalizeDictionary`. How dictionary 2 (format-spec.md §3.3) was
+/// made from dictionary 1 (`bench/examples/dictionary_2.rs`).
+pub fn finalize_dictionary<S: AsRef<[u8]>>(
+    content: &[u8],
+    samples: &[S],
+    level: i32,
+    id: u32,
+) -> BenchResult<Vec<u8>> {
+    use zstd::zstd_safe::zstd_sys;
+    let flat: Vec<u8> = samples
+        .iter()
+        .flat_map(|s| s.as_ref().iter().copied())
+        .collect();
+    let sizes: Vec<usize> = samples.iter().map(|s| s.as_ref().len()).collect();
+    let mut out = vec![0u8; content.len() + (64 << 10)];
+    let params = zstd_sys::ZDICT_params_t {
+        compressionLevel: level,
+        notificationLevel: 0,
+        dictID: id,
+    };
+    let count = u32::try_from(sizes.len()).map_err(|_| "too many samples")?;
+    // SAFETY: every pointer is to a live buffer of the length passed beside it, and `out`
+    // is not borrowed elsewhere while zstd writes into it.
+    let n = unsafe {
+        zstd_sys::ZDICT_finalizeDictionary(
+            out.as_mut_ptr().cast(),
+            out.len(),
+            content.as_ptr().cast(),
+            content.len(),
+            flat.as_ptr().cast(),
+            sizes.as_ptr(),
+            count,
+            params,
+        )
+    };
+    // SAFETY: a pure function of its argument.
+    if unsafe { zstd_sys::ZDICT_isError(n) } != 0 {
+        return Err(format!("ZDICT_finalizeDictionary failed (zstd error code {n})").into());
+    }
+    out.truncate(n);
+    Ok(out)
+}

@@ -8,7 +8,8 @@
 //!                          in the next frame; bit 2: the frame continues the previous
 //!                          frame's operation (bits 1-2: segment version 2); bit 3: the zstd
 //!                          frame uses the built-in dictionary 1 (with bit 0; segment
-//!                          version 5); bits 4-7 are 0
+//!                          versions 5-8); bit 4: it uses dictionary 2 (with bit 0;
+//!                          segment versions 9-10); bits 5-7 are 0
 //! 9      3    reserved    must be 0
 //! 12     4    raw_len     u32 LE  payload length after decompression (== stored_len if bit 0 is clear)
 //! 16     ..   payload     stored_len bytes
@@ -21,7 +22,7 @@
 
 use std::sync::Arc;
 
-use super::dictionary::DICTIONARY_1;
+use super::dictionary::{DICTIONARY_1, DICTIONARY_2};
 use crate::error::{CompressionError, DecodeError};
 
 /// Bytes in a frame header.
@@ -36,10 +37,15 @@ pub const FLAG_CONTINUED: u8 = 2;
 /// belong to the interrupted operation (segment version 2).
 pub const FLAG_CONTINUATION: u8 = 4;
 /// Flag bit: the zstd frame of the payload was compressed with [`DICTIONARY_1`] as a raw
-/// content dictionary (set only with [`FLAG_ZSTD`]; segment version 5 and later).
+/// content dictionary (set only with [`FLAG_ZSTD`]; segment versions 5 to 8).
 pub const FLAG_DICTIONARY: u8 = 8;
+/// Flag bit: the zstd frame of the payload was compressed with [`DICTIONARY_2`] (zstd's
+/// formatted kind, whose entropy tables the frame may reuse; set only with [`FLAG_ZSTD`],
+/// never with [`FLAG_DICTIONARY`]; segment versions 9 and 10).
+pub const FLAG_DICTIONARY_2: u8 = 0x10;
 /// Every flag bit a reader understands.
-pub const KNOWN_FLAGS: u8 = FLAG_ZSTD | FLAG_CONTINUED | FLAG_CONTINUATION | FLAG_DICTIONARY;
+pub const KNOWN_FLAGS: u8 =
+    FLAG_ZSTD | FLAG_CONTINUED | FLAG_CONTINUATION | FLAG_DICTIONARY | FLAG_DICTIONARY_2;
 
 /// Limits applied when decoding untrusted frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,10 +125,17 @@ impl FrameHeader {
                 detail: "reserved header bytes are not zero".into(),
             });
         }
-        if header.flags & (FLAG_ZSTD | FLAG_DICTIONARY) == FLAG_DICTIONARY {
+        let dictionaries = header.flags & (FLAG_DICTIONARY | FLAG_DICTIONARY_2);
+        if dictionaries != 0 && header.flags & FLAG_ZSTD == 0 {
             return Err(DecodeError::Field {
                 field: "flags",
-                detail: "the dictionary bit is set on an uncompressed frame".into(),
+                detail: "a dictionary bit is set on an uncompressed frame".into(),
+            });
+        }
+        if dictionaries == FLAG_DICTIONARY | FLAG_DICTIONARY_2 {
+            return Err(DecodeError::Field {
+                field: "flags",
+                detail: "both dictionary bits are set".into(),
             });
         }
         if header.flags & FLAG_ZSTD == 0 && header.raw_len != header.stored_len {
@@ -138,7 +151,7 @@ impl FrameHeader {
     }
 }
 
-/// Payloads shorter than this are compressed with the built-in dictionary at level
+/// Payloads shorter than this are compressed with a built-in dictionary at level
 /// [`DICTIONARY_MIN_LEVEL`] or more; longer ones without it, at the configured level. Measured
 /// on the dsh workload (benches/README.md, "Bytes per event"): on flush-group frames
 /// (~5 KB) the dictionary saves ~10 bytes per event, and level 3 with it costs no more
@@ -151,19 +164,21 @@ pub const DICTIONARY_MIN_LEVEL: i32 = 3;
 
 /// Encodes `raw` (a sequence of records) as one frame, compressing it with zstd when it is at
 /// least `compress_threshold` bytes and compression makes it smaller: with the built-in
-/// dictionary below [`DICTIONARY_FRAME_LIMIT`] (the frames of segment version 5).
+/// dictionary 2 below [`DICTIONARY_FRAME_LIMIT`] (the frames of segment version 9).
 pub fn encode(raw: &[u8], compress_threshold: usize, zstd_level: i32) -> Vec<u8> {
     Encoder::new(zstd_level).encode(raw, compress_threshold, 0)
 }
 
 /// A frame encoder that keeps its zstd compression context between frames (creating one per
 /// frame costs more than compressing a small frame). The store's committer holds one. It
-/// compresses payloads below [`DICTIONARY_FRAME_LIMIT`] with the built-in dictionary
-/// ([`FLAG_DICTIONARY`]) unless made by [`Encoder::without_dictionary`].
+/// compresses payloads below [`DICTIONARY_FRAME_LIMIT`] with dictionary 2
+/// ([`FLAG_DICTIONARY_2`]) unless made by [`Encoder::with_dictionary_1`] or
+/// [`Encoder::without_dictionary`].
 #[derive(Default)]
 pub struct Encoder {
     level: i32,
-    plain: bool,
+    /// The dictionary small frames get ([`FLAG_DICTIONARY`], [`FLAG_DICTIONARY_2`]), or 0.
+    dictionary_flag: u8,
     /// The context for frames without the dictionary, at `level`.
     context: Option<zstd::bulk::Compressor<'static>>,
     /// The context for frames with it, at `max(level, DICTIONARY_MIN_LEVEL)`.
@@ -179,22 +194,28 @@ impl std::fmt::Debug for Encoder {
 }
 
 impl Encoder {
-    /// An encoder compressing at `zstd_level` with the built-in dictionary (segment version 5).
+    /// An encoder compressing at `zstd_level`, small frames with dictionary 2 (segment
+    /// version 9).
     pub fn new(zstd_level: i32) -> Self {
-        Encoder {
-            level: zstd_level,
-            plain: false,
-            context: None,
-            dictionary: None,
-        }
+        Encoder::with_flag(zstd_level, FLAG_DICTIONARY_2)
+    }
+
+    /// An encoder compressing small frames with dictionary 1: the frames of segment versions
+    /// 5-8 (for tests and tools that write an older version's bytes).
+    pub fn with_dictionary_1(zstd_level: i32) -> Self {
+        Encoder::with_flag(zstd_level, FLAG_DICTIONARY)
     }
 
     /// An encoder compressing at `zstd_level` without a dictionary: the frames of segment
     /// versions 1-4 (for tests and tools that write an older version's bytes).
     pub fn without_dictionary(zstd_level: i32) -> Self {
+        Encoder::with_flag(zstd_level, 0)
+    }
+
+    fn with_flag(level: i32, dictionary_flag: u8) -> Self {
         Encoder {
-            level: zstd_level,
-            plain: true,
+            level,
+            dictionary_flag,
             context: None,
             dictionary: None,
         }
@@ -209,7 +230,7 @@ impl Encoder {
         compress_threshold: usize,
         operation_flags: u8,
     ) -> Vec<u8> {
-        let with_dictionary = !self.plain && raw.len() < DICTIONARY_FRAME_LIMIT;
+        let with_dictionary = self.dictionary_flag != 0 && raw.len() < DICTIONARY_FRAME_LIMIT;
         let compressed = if raw.len() >= compress_threshold {
             self.compress(raw, with_dictionary)
                 .filter(|c| c.len() < raw.len())
@@ -217,7 +238,7 @@ impl Encoder {
             None
         };
         let (mut flags, payload): (u8, &[u8]) = match &compressed {
-            Some(c) if with_dictionary => (FLAG_ZSTD | FLAG_DICTIONARY, c),
+            Some(c) if with_dictionary => (FLAG_ZSTD | self.dictionary_flag, c),
             Some(c) => (FLAG_ZSTD, c),
             None => (0, raw),
         };
@@ -240,12 +261,22 @@ impl Encoder {
     fn compress(&mut self, raw: &[u8], with_dictionary: bool) -> Option<Vec<u8>> {
         let (slot, level, dictionary) = if with_dictionary {
             let level = self.level.max(DICTIONARY_MIN_LEVEL);
-            (&mut self.dictionary, level, DICTIONARY_1)
+            (
+                &mut self.dictionary,
+                level,
+                dictionary_bytes(self.dictionary_flag),
+            )
         } else {
             (&mut self.context, self.level, &[][..])
         };
         if slot.is_none() {
-            *slot = zstd::bulk::Compressor::with_dictionary(level, dictionary).ok();
+            let mut context = zstd::bulk::Compressor::with_dictionary(level, dictionary).ok()?;
+            // Dictionary 2's frames carry no dictionary id (the frame flag names it), as
+            // dictionary 1's (a raw content dictionary has none).
+            context
+                .set_parameter(zstd::zstd_safe::CParameter::DictIdFlag(false))
+                .ok()?;
+            *slot = Some(context);
         }
         let result = slot.as_mut()?.compress(raw);
         if result.is_err() {
@@ -289,7 +320,7 @@ pub fn decode_payload(header: &FrameHeader, covered: &[u8]) -> Result<Vec<u8>, D
     if header.flags & FLAG_ZSTD == 0 {
         return Ok(stored.to_vec());
     }
-    let dictionary = header.flags & FLAG_DICTIONARY != 0;
+    let dictionary = header.flags & (FLAG_DICTIONARY | FLAG_DICTIONARY_2);
     let raw = decompress(stored, header.raw_len as usize, dictionary)
         .map_err(|e| DecodeError::Compression(CompressionError::Zstd(Arc::new(e))))?;
     if raw.len() != header.raw_len as usize {
@@ -307,14 +338,26 @@ thread_local! {
     /// Each reading thread keeps one zstd decompression context (~100 KiB) instead of
     /// creating one per frame.
     static DECOMPRESSOR: DecompressorSlot = const { std::cell::RefCell::new(None) };
-    /// The same, holding the built-in dictionary (for [`FLAG_DICTIONARY`] frames).
+    /// The same, holding dictionary 1 (for [`FLAG_DICTIONARY`] frames).
     static DICTIONARY_DECOMPRESSOR: DecompressorSlot = const { std::cell::RefCell::new(None) };
+    /// The same, holding dictionary 2 (for [`FLAG_DICTIONARY_2`] frames).
+    static DICTIONARY_2_DECOMPRESSOR: DecompressorSlot = const { std::cell::RefCell::new(None) };
+}
+
+/// The bytes of the dictionary a frame's dictionary flag names (empty for none).
+fn dictionary_bytes(dictionary_flag: u8) -> &'static [u8] {
+    match dictionary_flag {
+        FLAG_DICTIONARY => DICTIONARY_1,
+        FLAG_DICTIONARY_2 => DICTIONARY_2,
+        _ => &[],
+    }
 }
 
 /// A one-off decompression of `stored` (when the thread's context is busy or unavailable).
-fn decompress_once(stored: &[u8], capacity: usize, dictionary: bool) -> std::io::Result<Vec<u8>> {
-    if dictionary {
-        zstd::bulk::Decompressor::with_dictionary(DICTIONARY_1)?.decompress(stored, capacity)
+fn decompress_once(stored: &[u8], capacity: usize, dictionary: u8) -> std::io::Result<Vec<u8>> {
+    if dictionary != 0 {
+        zstd::bulk::Decompressor::with_dictionary(dictionary_bytes(dictionary))?
+            .decompress(stored, capacity)
     } else {
         zstd::bulk::decompress(stored, capacity)
     }
@@ -322,20 +365,21 @@ fn decompress_once(stored: &[u8], capacity: usize, dictionary: bool) -> std::io:
 
 /// Decompresses one zstd frame into at most `capacity` bytes (the buffer is sized by the
 /// smaller of `capacity` and the frame's recorded content size, as `zstd::bulk::decompress`),
-/// with the built-in dictionary when `dictionary`.
-fn decompress(stored: &[u8], capacity: usize, dictionary: bool) -> std::io::Result<Vec<u8>> {
-    let slot = if dictionary {
-        &DICTIONARY_DECOMPRESSOR
-    } else {
-        &DECOMPRESSOR
+/// with the dictionary the flag bit `dictionary` names ([`FLAG_DICTIONARY`],
+/// [`FLAG_DICTIONARY_2`]; none when 0).
+fn decompress(stored: &[u8], capacity: usize, dictionary: u8) -> std::io::Result<Vec<u8>> {
+    let slot = match dictionary {
+        FLAG_DICTIONARY => &DICTIONARY_DECOMPRESSOR,
+        FLAG_DICTIONARY_2 => &DICTIONARY_2_DECOMPRESSOR,
+        _ => &DECOMPRESSOR,
     };
     slot.with(|cell| {
         let Ok(mut slot) = cell.try_borrow_mut() else {
             return decompress_once(stored, capacity, dictionary);
         };
         if slot.is_none() {
-            *slot = Some(if dictionary {
-                zstd::bulk::Decompressor::with_dictionary(DICTIONARY_1)?
+            *slot = Some(if dictionary != 0 {
+                zstd::bulk::Decompressor::with_dictionary(dictionary_bytes(dictionary))?
             } else {
                 zstd::bulk::Decompressor::new()?
             });
@@ -366,8 +410,12 @@ mod tests {
 
         let big = b"abcdefgh".repeat(1000);
         let f = encode(&big, 4096, 3);
-        assert_eq!(f[8], FLAG_ZSTD | FLAG_DICTIONARY);
+        assert_eq!(f[8], FLAG_ZSTD | FLAG_DICTIONARY_2);
         assert!(f.len() < big.len());
+        assert_eq!(decode(&f, &limits).unwrap().1, big);
+
+        let f = Encoder::with_dictionary_1(3).encode(&big, 4096, 0);
+        assert_eq!(f[8], FLAG_ZSTD | FLAG_DICTIONARY);
         assert_eq!(decode(&f, &limits).unwrap().1, big);
 
         let f = Encoder::without_dictionary(3).encode(&big, 4096, 0);
@@ -380,7 +428,7 @@ mod tests {
         assert_eq!(f[8], FLAG_ZSTD);
         assert_eq!(decode(&f, &limits).unwrap().1, huge);
         let f = encode(&huge[1..], 4096, 1);
-        assert_eq!(f[8], FLAG_ZSTD | FLAG_DICTIONARY);
+        assert_eq!(f[8], FLAG_ZSTD | FLAG_DICTIONARY_2);
         assert_eq!(decode(&f, &limits).unwrap().1, &huge[1..]);
     }
 
@@ -395,37 +443,66 @@ mod tests {
         let limits = FrameLimits::default();
         let raw =
             br#"{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"hi"}}"#.repeat(4);
-        let with = encode(&raw, 0, 1);
-        assert_eq!(with[8], FLAG_ZSTD | FLAG_DICTIONARY);
+        let one = Encoder::with_dictionary_1(1).encode(&raw, 0, 0);
+        assert_eq!(one[8], FLAG_ZSTD | FLAG_DICTIONARY);
+        let two = encode(&raw, 0, 1);
+        assert_eq!(two[8], FLAG_ZSTD | FLAG_DICTIONARY_2);
         let without = Encoder::without_dictionary(1).encode(&raw, 0, 0);
         assert!(
-            with.len() < without.len(),
-            "the dictionary pays on small frames"
+            one.len() < without.len() && two.len() < without.len(),
+            "the dictionaries pay on small frames"
         );
-        // The dictionary bit cleared (CRC re-sealed): the frame refers back into the
+        // A dictionary bit cleared (CRC re-sealed): the frame refers back into the
         // dictionary, which zstd without it refuses (an offset before the start); nothing is
         // misread.
-        let mut cleared = with.clone();
-        cleared[8] = FLAG_ZSTD;
-        reseal(&mut cleared);
-        assert!(matches!(
-            decode(&cleared, &limits),
-            Err(DecodeError::Compression(_))
-        ));
-        // The bit set on a plain zstd frame: a raw content dictionary only adds history
-        // before the frame, which a plain frame never refers to, so it decodes exactly.
+        for with in [&one, &two] {
+            let mut cleared = with.clone();
+            cleared[8] = FLAG_ZSTD;
+            reseal(&mut cleared);
+            assert!(matches!(
+                decode(&cleared, &limits),
+                Err(DecodeError::Compression(_))
+            ));
+        }
+        // One dictionary's frame read with the other's bit: both dictionaries end with the
+        // same content, so history-only frames could decode the same; what decodes must be
+        // the payload exactly, and anything else an error, never other bytes.
+        for (with, bit) in [(&one, FLAG_DICTIONARY_2), (&two, FLAG_DICTIONARY)] {
+            let mut swapped = with.clone();
+            swapped[8] = FLAG_ZSTD | bit;
+            reseal(&mut swapped);
+            match decode(&swapped, &limits) {
+                Ok((_, payload)) => assert_eq!(payload, raw),
+                Err(e) => assert!(matches!(e, DecodeError::Compression(_)), "{e:?}"),
+            }
+        }
+        // Dictionary 1's bit set on a plain zstd frame: a raw content dictionary only adds
+        // history before the frame, which a plain frame never refers to, so it decodes exactly.
         let mut set = without.clone();
         set[8] = FLAG_ZSTD | FLAG_DICTIONARY;
         reseal(&mut set);
         assert_eq!(decode(&set, &limits).unwrap().1, raw);
-        // The bit without compression is refused by the header check.
-        let mut plain = encode(b"tiny", 512, 1);
-        plain[8] = FLAG_DICTIONARY;
-        reseal(&mut plain);
-        assert!(matches!(
-            decode(&plain, &limits),
-            Err(DecodeError::Field { field: "flags", .. })
-        ));
+        // A dictionary bit without compression, or both bits, is refused by the header check.
+        for flags in [
+            FLAG_DICTIONARY,
+            FLAG_DICTIONARY_2,
+            FLAG_ZSTD | FLAG_DICTIONARY | FLAG_DICTIONARY_2,
+        ] {
+            let mut bad = if flags & FLAG_ZSTD != 0 {
+                two.clone()
+            } else {
+                encode(b"tiny", 512, 1)
+            };
+            bad[8] = flags;
+            reseal(&mut bad);
+            assert!(
+                matches!(
+                    decode(&bad, &limits),
+                    Err(DecodeError::Field { field: "flags", .. })
+                ),
+                "flags {flags:#04x}"
+            );
+        }
     }
 
     #[test]

@@ -333,14 +333,21 @@ impl Segments {
     }
 
     /// Checks the flags of a frame header against its segment's version: a version-1
-    /// segment's frames never carry [`frame::FLAG_CONTINUED`], and only frames of versions 5
-    /// and 6 carry [`frame::FLAG_DICTIONARY`].
+    /// segment's frames never carry [`frame::FLAG_CONTINUED`], only frames of versions 5 to
+    /// 8 carry [`frame::FLAG_DICTIONARY`] and only frames of versions 9 and 10
+    /// [`frame::FLAG_DICTIONARY_2`].
     pub fn check_flags(&self, number: u64, header: &FrameHeader) -> Result<(), DecodeError> {
         let version = self.version(number);
         if header.flags & frame::FLAG_DICTIONARY != 0 && !segment::allows_dictionary(version) {
             return Err(DecodeError::Field {
                 field: "flags",
-                detail: format!("dictionary flag bit in a version-{version} segment"),
+                detail: format!("dictionary-1 flag bit in a version-{version} segment"),
+            });
+        }
+        if header.flags & frame::FLAG_DICTIONARY_2 != 0 && !segment::allows_dictionary_2(version) {
+            return Err(DecodeError::Field {
+                field: "flags",
+                detail: format!("dictionary-2 flag bit in a version-{version} segment"),
             });
         }
         if (header.continued() || header.continuation()) && self.version(number) < 2 {

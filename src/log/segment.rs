@@ -5,7 +5,7 @@
 //!
 //! offset size field
 //! 0      8    magic           "SLOGSEG\0"
-//! 8      4    format_version  u32 LE, 5 (6 when a GC compacted it; 1-4 are still read)
+//! 8      4    format_version  u32 LE, 9 (10 when a GC compacted it; 1-8 are still read)
 //! 12     4    reserved        0
 //! 16     8    segment number  u64 LE, equals the number in the file name
 //! 24     4    reserved        0
@@ -19,13 +19,20 @@ use std::path::{Path, PathBuf};
 
 use crate::error::DecodeError;
 
-/// The on-disk format version this build writes: version 5 plus lean event records
-/// (`EventStart` and `EventNext`, tags 5 and 6, format-spec.md §4.2).
-pub const FORMAT_VERSION: u32 = 7;
-/// The format version of a segment a GC compacted (format-spec.md §11): version 7 without
+/// The on-disk format version this build writes: version 7 with dictionary 2 in place of
+/// dictionary 1 (frame flag bit 4, format-spec.md §3.3).
+pub const FORMAT_VERSION: u32 = 9;
+/// The format version of a segment a GC compacted (format-spec.md §11): version 9 without
 /// the records of purged sessions the GC dropped. This build writes it only for compacted
 /// copies of sealed segments; the active segment is always [`FORMAT_VERSION`].
-pub const COMPACTED_VERSION: u32 = 8;
+pub const COMPACTED_VERSION: u32 = 10;
+/// The format version of a segment an older build wrote with lean event records and
+/// dictionary 1: version 5 plus `EventStart` and `EventNext` (tags 5 and 6, format-spec.md
+/// §4.2; read, never written).
+pub const LEAN_VERSION: u32 = 7;
+/// The format version of a segment an older build's GC compacted at [`LEAN_VERSION`] (read,
+/// never written).
+pub const COMPACTED_V7_VERSION: u32 = 8;
 /// The format version of a segment an older build's GC compacted, its frames compressed
 /// with the built-in dictionary: version 5 without the records of purged sessions (read,
 /// never written).
@@ -36,23 +43,30 @@ pub const COMPACTED_V3_VERSION: u32 = 4;
 /// The newest segment format version this build reads.
 pub const NEWEST_READ_VERSION: u32 = COMPACTED_VERSION;
 
-/// True when a segment of `version` is a GC's compacted copy (versions 4, 6 and 8).
+/// True when a segment of `version` is a GC's compacted copy (versions 4, 6, 8 and 10).
 pub fn is_compacted(version: u32) -> bool {
     version == COMPACTED_VERSION
+        || version == COMPACTED_V7_VERSION
         || version == COMPACTED_V5_VERSION
         || version == COMPACTED_V3_VERSION
 }
 
 /// True when frames of a segment of `version` may carry
-/// [`super::frame::FLAG_DICTIONARY`] (versions 5 to 8).
+/// [`super::frame::FLAG_DICTIONARY`] (dictionary 1: versions 5 to 8).
 pub fn allows_dictionary(version: u32) -> bool {
-    version >= 5
+    (5..=COMPACTED_V7_VERSION).contains(&version)
+}
+
+/// True when frames of a segment of `version` may carry
+/// [`super::frame::FLAG_DICTIONARY_2`] (versions 9 and 10).
+pub fn allows_dictionary_2(version: u32) -> bool {
+    version >= FORMAT_VERSION
 }
 
 /// True when a segment of `version` may hold lean event records (tags 5 and 6: versions 7
-/// and 8).
+/// to 10).
 pub fn allows_lean_events(version: u32) -> bool {
-    version >= FORMAT_VERSION
+    version >= LEAN_VERSION
 }
 /// The oldest segment format version this build reads. Version 1 differs from 2 only in that
 /// its frames never carry `FLAG_CONTINUED` (a version-1 frame with that bit set is damage);
@@ -206,15 +220,15 @@ mod tests {
             check_header(&with_version(6), 7),
             HeaderCheck::Valid { version: 6 }
         );
-        for v in [7, 8] {
+        for v in [7, 8, 9, 10] {
             assert_eq!(
                 check_header(&with_version(v), 7),
                 HeaderCheck::Valid { version: v }
             );
         }
         assert_eq!(
-            check_header(&with_version(9), 7),
-            HeaderCheck::OtherVersion(9)
+            check_header(&with_version(11), 7),
+            HeaderCheck::OtherVersion(11)
         );
         assert_eq!(
             check_header(&with_version(0), 7),

@@ -9,7 +9,8 @@ use crate::common::{read_all, synthetic_event};
 use sessionlog::error::{AppendError, Damage, OpenError};
 use sessionlog::event::{Event, SessionHeader};
 use sessionlog::log::frame::{
-    FLAG_CONTINUATION, FLAG_CONTINUED, FLAG_DICTIONARY, FLAG_ZSTD, FRAME_HEADER_LEN, FrameLimits,
+    FLAG_CONTINUATION, FLAG_CONTINUED, FLAG_DICTIONARY, FLAG_DICTIONARY_2, FLAG_ZSTD,
+    FRAME_HEADER_LEN, FrameLimits,
 };
 use sessionlog::log::scan::RecoveryMode;
 use sessionlog::log::segment::SEGMENT_HEADER_LEN;
@@ -531,57 +532,118 @@ fn a_continued_flag_in_a_version_1_segment_is_damage() {
     }
 }
 
-#[test]
-fn a_dictionary_frame_in_a_version_3_segment_is_damage_and_version_3_rolls_over() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = || small_frames().compress_threshold(64);
-    let store = Store::open(dir.path(), config()).unwrap();
-    store.create_session(SessionHeader::new("a", 1)).unwrap();
-    for s in 0..3 {
-        store.append("a", sized_event(s, 200)).unwrap();
+/// Rewrites a segment as the build before dictionary 2 (segment version 7) wrote it: the
+/// same payloads, small frames compressed with dictionary 1; deletes the index (the frames
+/// moved), so the next open rebuilds it.
+fn rewrite_with_dictionary_1(path: &Path) {
+    let bytes = std::fs::read(path).unwrap();
+    let mut out = bytes[..SEGMENT_HEADER_LEN as usize].to_vec();
+    let mut at = SEGMENT_HEADER_LEN as usize;
+    let mut encoder = sessionlog::log::frame::Encoder::with_dictionary_1(1);
+    while at < bytes.len() && !bytes[at..].iter().all(|&b| b == 0) {
+        let (header, payload) =
+            sessionlog::log::frame::decode(&bytes[at..], &FrameLimits::default()).unwrap();
+        let flags = header.flags & (FLAG_CONTINUED | FLAG_CONTINUATION);
+        out.extend(encoder.encode(&payload, 64, flags));
+        at += header.frame_len() as usize;
     }
-    store.close().unwrap();
-    let path = segment_path(dir.path(), 1);
-    let dictionary = frames(dir.path())
+    std::fs::write(path, out).unwrap();
+    set_segment_version(path, 7);
+    let index = path.parent().unwrap().parent().unwrap().join("index.redb");
+    let _ = std::fs::remove_file(index);
+}
+
+#[test]
+fn a_dictionary_frame_outside_its_versions_is_damage_and_older_versions_roll_over() {
+    let config = || small_frames().compress_threshold(64);
+    let write = |dir: &Path, events: u64| {
+        let store = Store::open(dir, config()).unwrap();
+        store.create_session(SessionHeader::new("a", 1)).unwrap();
+        for s in 0..events {
+            store.append("a", sized_event(s, 200)).unwrap();
+        }
+        store.close().unwrap();
+    };
+    // Dictionary 2's frames in a segment marked version 7 (the build before it) or 3 (before
+    // any dictionary) are damage, named as such, never decoded as another kind of frame.
+    for (version, bit) in [(7, FLAG_DICTIONARY_2), (3, FLAG_DICTIONARY_2)] {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), 3);
+        let dictionary = frames(dir.path())
+            .into_iter()
+            .find(|f| f.flags & bit != 0)
+            .expect("a frame compressed with dictionary 2");
+        assert_eq!(dictionary.flags & (FLAG_ZSTD | FLAG_DICTIONARY), FLAG_ZSTD);
+        set_segment_version(&segment_path(dir.path(), 1), version);
+        std::fs::remove_file(dir.path().join("index.redb")).unwrap();
+        let err = Store::open(dir.path(), config()).unwrap_err();
+        match err {
+            OpenError::Corruption { position, reason } => {
+                assert_eq!(position.offset, dictionary.offset);
+                assert!(
+                    reason
+                        .to_string()
+                        .contains("dictionary-2 flag bit in a version-"),
+                    "{reason}"
+                );
+            }
+            other => panic!("expected corruption, got {other}"),
+        }
+    }
+    // Dictionary 1's frames in a segment marked version 9 (this build's) are damage too.
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), 3);
+    rewrite_with_dictionary_1(&segment_path(dir.path(), 1));
+    let one = frames(dir.path())
         .into_iter()
         .find(|f| f.flags & FLAG_DICTIONARY != 0)
-        .expect("a frame compressed with the built-in dictionary");
-    assert_eq!(dictionary.flags & FLAG_ZSTD, FLAG_ZSTD);
-    // Marked version 3 (a build before the dictionary), the frame is damage, named as such,
-    // never decoded as if it were a plain frame.
-    set_segment_version(&path, 3);
-    std::fs::remove_file(dir.path().join("index.redb")).unwrap();
+        .expect("a frame compressed with dictionary 1");
+    set_segment_version(&segment_path(dir.path(), 1), 9);
     let err = Store::open(dir.path(), config()).unwrap_err();
     match err {
         OpenError::Corruption { position, reason } => {
-            assert_eq!(position.offset, dictionary.offset);
-            assert!(reason.to_string().contains("dictionary"), "{reason}");
+            assert_eq!(position.offset, one.offset);
+            assert!(reason.to_string().contains("dictionary-1"), "{reason}");
         }
         other => panic!("expected corruption, got {other}"),
     }
-    // A genuine version-3 segment (no dictionary frames) is read, and the next write goes
-    // to a new segment of the current version.
-    let old = tempfile::tempdir().unwrap();
-    let plain = || small_frames();
-    let store = Store::open(old.path(), plain()).unwrap();
-    store.create_session(SessionHeader::new("a", 1)).unwrap();
-    store.append("a", sized_event(0, 200)).unwrap();
-    store.close().unwrap();
-    rewrite_as_version(&segment_path(old.path(), 1), 3);
-    let store = Store::open(old.path(), config()).unwrap();
-    store.append("a", sized_event(1, 200)).unwrap();
-    store.close().unwrap();
-    assert_eq!(segment_numbers(old.path()), vec![1, 2]);
-    let head = std::fs::read(segment_path(old.path(), 2)).unwrap();
-    assert_eq!(u32::from_le_bytes(head[8..12].try_into().unwrap()), 7);
-    assert!(
-        frames(old.path())
-            .iter()
-            .any(|f| f.segment == 2 && f.flags & FLAG_DICTIONARY != 0)
-    );
-    let store = Store::open(old.path(), config()).unwrap();
-    assert_eq!(read_all(&store, "a").len(), 2);
-    assert!(store.verify().unwrap().is_clean());
+    // A genuine version-7 segment (dictionary 1) and a genuine version-3 one (no dictionary)
+    // are read, and the next write goes to a new segment of the current version, with
+    // dictionary 2.
+    for old_version in [7, 3] {
+        let old = tempfile::tempdir().unwrap();
+        write(old.path(), 2);
+        if old_version == 7 {
+            rewrite_with_dictionary_1(&segment_path(old.path(), 1));
+            assert!(
+                frames(old.path())
+                    .iter()
+                    .any(|f| f.flags & FLAG_DICTIONARY != 0)
+            );
+        } else {
+            rewrite_as_version(&segment_path(old.path(), 1), 3);
+        }
+        let store = Store::open(old.path(), config()).unwrap();
+        assert_eq!(read_all(&store, "a").len(), 2);
+        store.append("a", sized_event(2, 200)).unwrap();
+        store.close().unwrap();
+        assert_eq!(segment_numbers(old.path()), vec![1, 2]);
+        let head = std::fs::read(segment_path(old.path(), 2)).unwrap();
+        assert_eq!(u32::from_le_bytes(head[8..12].try_into().unwrap()), 9);
+        assert!(
+            frames(old.path())
+                .iter()
+                .any(|f| f.segment == 2 && f.flags & FLAG_DICTIONARY_2 != 0)
+        );
+        assert!(
+            frames(old.path())
+                .iter()
+                .all(|f| f.segment == 2 || f.flags & FLAG_DICTIONARY_2 == 0)
+        );
+        let store = Store::open(old.path(), config()).unwrap();
+        assert_eq!(read_all(&store, "a").len(), 3);
+        assert!(store.verify().unwrap().is_clean());
+    }
 }
 
 #[test]

@@ -393,7 +393,7 @@ fn unsupported_format_version_is_refused_clearly() {
     }
     let seg = dir.path().join("segments/00000000000000000001.seg");
     let mut bytes = std::fs::read(&seg).unwrap();
-    bytes[8..12].copy_from_slice(&9u32.to_le_bytes());
+    bytes[8..12].copy_from_slice(&11u32.to_le_bytes());
     let crc = crc32fast::hash(&bytes[0..28]);
     bytes[28..32].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&seg, &bytes).unwrap();
@@ -402,8 +402,8 @@ fn unsupported_format_version_is_refused_clearly() {
         matches!(
             err,
             OpenError::UnsupportedFormat {
-                found: 9,
-                supported: 8,
+                found: 11,
+                supported: 10,
                 ..
             }
         ),

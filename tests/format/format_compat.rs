@@ -4,7 +4,8 @@
 //! ones with the live-reader position file `ACKED` under `tests/data/store-s4-i4/`, and the
 //! same at segments 5 / 6, its frames compressed with the built-in dictionary, under
 //! `tests/data/store-s6-i4/`, and at segments 7 / 8, its events lean records, under
-//! `tests/data/store-s8-i4/`) is checked in and must open, read and verify the same in every
+//! `tests/data/store-s8-i4/`, and at segments 9 / 10, its frames compressed with dictionary
+//! 2, under `tests/data/store-s10-i4/`) is checked in and must open, read and verify the same in every
 //! later version (redb's backward-compatibility test is the model). Its expected content is
 //! checked in beside it (`expected.txt`, one line per session), so a change that reads old
 //! bytes differently fails here.
@@ -20,12 +21,13 @@ use sessionlog::session::InvariantMode;
 use sessionlog::store::{Config, Durability, GcOptions, Store};
 
 /// Every checked-in fixture, oldest first; the last is the current format version's.
-const FIXTURES: [&str; 5] = [
+const FIXTURES: [&str; 6] = [
     "store-s2-i3",
     "store-s3-i4",
     "store-s4-i4",
     "store-s6-i4",
     "store-s8-i4",
+    "store-s10-i4",
 ];
 
 fn fixture(name: &str) -> PathBuf {
@@ -119,7 +121,7 @@ fn letters(seed: u64, n: usize) -> String {
 }
 
 #[test]
-#[ignore = "writes tests/data/store-s8-i4; run with SESSIONLOG_WRITE_STORE_FIXTURE=1"]
+#[ignore = "writes tests/data/store-s10-i4; run with SESSIONLOG_WRITE_STORE_FIXTURE=1"]
 fn write_store_fixture() {
     let dir = fixture(FIXTURES[FIXTURES.len() - 1]);
     if std::env::var_os("SESSIONLOG_WRITE_STORE_FIXTURE").is_none() {
@@ -258,16 +260,23 @@ fn check_fixture(name: &str) {
 
 /// The segment format version in each segment header of fixture `name`.
 fn segment_versions(name: &str) -> Vec<u32> {
-    let mut versions: Vec<(PathBuf, u32)> = std::fs::read_dir(fixture(name).join("segments"))
+    segment_files(name).into_iter().map(|(v, _)| v).collect()
+}
+
+/// Every segment file of fixture `name` in log order: its header's version and its bytes.
+fn segment_files(name: &str) -> Vec<(u32, Vec<u8>)> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(fixture(name).join("segments"))
         .unwrap()
-        .map(|e| {
-            let p = e.unwrap().path();
-            let bytes = std::fs::read(&p).unwrap();
-            (p, u32::from_le_bytes(bytes[8..12].try_into().unwrap()))
-        })
+        .map(|e| e.unwrap().path())
         .collect();
-    versions.sort();
-    versions.into_iter().map(|(_, v)| v).collect()
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            (u32::from_le_bytes(bytes[8..12].try_into().unwrap()), bytes)
+        })
+        .collect()
 }
 
 #[test]
@@ -305,6 +314,43 @@ fn each_fixture_holds_the_segment_versions_it_stands_for() {
     for old in ["store-s2-i3", "store-s3-i4", "store-s4-i4", "store-s6-i4"] {
         assert!(event_tags(old).iter().all(|&(_, t)| t == 1), "{old}");
     }
+    // Segments 9 and 10: lean records, small frames compressed with dictionary 2 (in the
+    // compacted segments too), and no frame of dictionary 1; the older fixtures hold none of
+    // dictionary 2.
+    let s10 = segment_versions("store-s10-i4");
+    assert!(s10.contains(&10), "compacted segments: {s10:?}");
+    assert!(s10.contains(&9), "and a segment the GC left alone: {s10:?}");
+    assert!(s10.iter().all(|v| *v == 9 || *v == 10), "{s10:?}");
+    assert!(fixture("store-s10-i4").join("ACKED").exists());
+    let tags = event_tags("store-s10-i4");
+    assert!(tags.contains(&(9, 5)) && tags.contains(&(9, 6)), "{tags:?}");
+    assert!(tags.contains(&(10, 5)), "{tags:?}");
+    let two = sessionlog::log::frame::FLAG_DICTIONARY_2;
+    let by_version = frame_flags_by_version("store-s10-i4");
+    for version in [9, 10] {
+        assert!(
+            by_version
+                .iter()
+                .any(|&(v, f)| v == version && f & two != 0),
+            "dictionary-2 frames in version {version}: {by_version:?}"
+        );
+    }
+    assert!(by_version.iter().all(|&(_, f)| f & dictionary == 0));
+    for old in FIXTURES.iter().filter(|f| **f != "store-s10-i4") {
+        assert!(frame_flags(old).iter().all(|f| f & two == 0), "{old}");
+    }
+}
+
+/// (segment version, flags) of every frame in fixture `name`'s segments.
+fn frame_flags_by_version(name: &str) -> Vec<(u32, u8)> {
+    segment_files(name)
+        .into_iter()
+        .flat_map(|(version, bytes)| {
+            frame_flags_of(&bytes)
+                .into_iter()
+                .map(move |f| (version, f))
+        })
+        .collect()
 }
 
 /// (segment version, record tag) of every event record in fixture `name`'s segments.
@@ -312,14 +358,7 @@ fn event_tags(name: &str) -> Vec<(u32, u8)> {
     use sessionlog::log::frame::{self, FrameLimits};
     use sessionlog::log::record::{FrameContext, Record};
     let mut out = Vec::new();
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(fixture(name).join("segments"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    paths.sort();
-    for p in paths {
-        let bytes = std::fs::read(&p).unwrap();
-        let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+    for (version, bytes) in segment_files(name) {
         let mut at = 32;
         while at < bytes.len() {
             if bytes[at..].iter().all(|&b| b == 0) {
@@ -344,25 +383,25 @@ fn event_tags(name: &str) -> Vec<(u32, u8)> {
 
 /// The flags byte of every frame in fixture `name`'s segments.
 fn frame_flags(name: &str) -> Vec<u8> {
+    frame_flags_by_version(name)
+        .into_iter()
+        .map(|(_, f)| f)
+        .collect()
+}
+
+/// The flags byte of every frame in the segment file `bytes`.
+fn frame_flags_of(bytes: &[u8]) -> Vec<u8> {
     use sessionlog::log::frame::{FRAME_HEADER_LEN, FrameHeader, FrameLimits};
     let mut out = Vec::new();
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(fixture(name).join("segments"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    paths.sort();
-    for p in paths {
-        let bytes = std::fs::read(&p).unwrap();
-        let mut at = 32;
-        while at + FRAME_HEADER_LEN <= bytes.len() {
-            if bytes[at..].iter().all(|&b| b == 0) {
-                break; // the zero tail a live writer preallocated (format-spec.md §2)
-            }
-            let h: [u8; FRAME_HEADER_LEN] = bytes[at..at + FRAME_HEADER_LEN].try_into().unwrap();
-            let header = FrameHeader::parse(&h, &FrameLimits::default()).unwrap();
-            out.push(header.flags);
-            at += header.frame_len() as usize;
+    let mut at = 32;
+    while at + FRAME_HEADER_LEN <= bytes.len() {
+        if bytes[at..].iter().all(|&b| b == 0) {
+            break; // the zero tail a live writer preallocated (format-spec.md §2)
         }
+        let h: [u8; FRAME_HEADER_LEN] = bytes[at..at + FRAME_HEADER_LEN].try_into().unwrap();
+        let header = FrameHeader::parse(&h, &FrameLimits::default()).unwrap();
+        out.push(header.flags);
+        at += header.frame_len() as usize;
     }
     out
 }

@@ -107,7 +107,7 @@ fn the_lean_records_example_decodes_and_is_what_the_store_writes() {
     drop(store);
     let seg = std::fs::read(dir.path().join("segments/00000000000000000001.seg")).unwrap();
     assert_eq!(&seg[0..8], b"SLOGSEG\0");
-    assert_eq!(&seg[8..12], &7u32.to_le_bytes());
+    assert_eq!(&seg[8..12], &9u32.to_le_bytes());
     assert!(
         seg.ends_with(&bytes),
         "the last frame on disk is the spec example; it is {:02x?}",
@@ -156,11 +156,11 @@ fn the_spec_type_code_table_is_the_one_the_build_uses() {
 #[test]
 fn the_spec_segment_header_example_is_what_the_store_writes() {
     use sessionlog::log::segment::{self, HeaderCheck};
-    let bytes = hexdump_after("Example: the header of segment 1 at format version 7", 1);
+    let bytes = hexdump_after("Example: the header of segment 1 at format version 9", 1);
     assert_eq!(bytes.len(), 32);
     assert_eq!(
         segment::check_header(&bytes, 1),
-        HeaderCheck::Valid { version: 7 }
+        HeaderCheck::Valid { version: 9 }
     );
     assert_eq!(segment::encode_header(1).to_vec(), bytes);
 }
@@ -168,20 +168,30 @@ fn the_spec_segment_header_example_is_what_the_store_writes() {
 #[test]
 fn the_spec_compacted_segment_header_example_is_what_a_gc_writes() {
     use sessionlog::log::segment::{
-        self, COMPACTED_V3_VERSION, COMPACTED_V5_VERSION, COMPACTED_VERSION, HeaderCheck,
+        self, COMPACTED_V3_VERSION, COMPACTED_V5_VERSION, COMPACTED_V7_VERSION, COMPACTED_VERSION,
+        HeaderCheck,
     };
     let bytes = hexdump_after(
-        "Example: the header of compacted segment 1 at format version 8",
+        "Example: the header of compacted segment 1 at format version 10",
         1,
     );
     assert_eq!(bytes.len(), 32);
     assert_eq!(
         segment::check_header(&bytes, 1),
-        HeaderCheck::Valid { version: 8 }
+        HeaderCheck::Valid { version: 10 }
     );
     assert_eq!(
         segment::encode_header_version(1, COMPACTED_VERSION).to_vec(),
         bytes
+    );
+    let v8 = hexdump_after("Example: the same at format version 8", 1);
+    assert_eq!(
+        segment::check_header(&v8, 1),
+        HeaderCheck::Valid { version: 8 }
+    );
+    assert_eq!(
+        segment::encode_header_version(1, COMPACTED_V7_VERSION).to_vec(),
+        v8
     );
     // The older builds' compacted versions stay readable.
     let v6 = hexdump_after("Example: the same at format version 6", 1);
@@ -296,7 +306,82 @@ fn the_spec_dictionary_frame_example_decodes_and_is_what_a_version_5_store_wrote
     // The zstd frame refers into the dictionary: without it, zstd refuses it.
     assert!(zstd::bulk::decompress(&bytes[16..], raw.len()).is_err());
     // What a version-5 store wrote for this flush group (default configuration): the
-    // dictionary encoder over postcard records.
+    // dictionary-1 encoder over postcard records.
+    assert_eq!(
+        frame::Encoder::with_dictionary_1(1).encode(&raw, 64, 0),
+        bytes
+    );
+}
+
+#[test]
+fn dictionary_2_is_the_one_the_spec_pins() {
+    use sessionlog::log::dictionary::{DICTIONARY_1, DICTIONARY_2, DICTIONARY_2_HEADER};
+    let spec = include_str!("../../format-spec.md");
+    let section = spec
+        .split("### 3.3 Dictionary 2")
+        .nth(1)
+        .expect("section 3.3")
+        .split("\n## 4.")
+        .next()
+        .expect("its end");
+    let pinned = format!(
+        "{} bytes, CRC-32 {:#010x}",
+        DICTIONARY_2.len(),
+        crc32fast::hash(DICTIONARY_2)
+    );
+    assert!(
+        section.contains(&pinned),
+        "format-spec.md §3.3 pins dictionary 2 as `{pinned}`"
+    );
+    let listed = hexdump_after("### 3.3 Dictionary 2", 1);
+    assert_eq!(
+        listed, DICTIONARY_2_HEADER,
+        "the spec's listing is the header"
+    );
+    assert_eq!(&DICTIONARY_2[..listed.len()], &listed[..]);
+    assert_eq!(
+        &DICTIONARY_2[listed.len()..],
+        DICTIONARY_1,
+        "its content is dictionary 1"
+    );
+    // zstd reads it as a formatted dictionary: magic, then id 2.
+    assert_eq!(&DICTIONARY_2[..4], &[0x37, 0xa4, 0x30, 0xec]);
+    assert_eq!(
+        zstd::zstd_safe::get_dict_id_from_dict(DICTIONARY_2).map(|id| id.get()),
+        Some(2)
+    );
+}
+
+#[test]
+fn the_spec_dictionary_2_frame_example_decodes_and_is_what_the_store_writes() {
+    let bytes = hexdump_after("Example: a frame compressed with dictionary 2", 1);
+    assert_eq!(bytes.len(), 70);
+    let (header, payload) = frame::decode(&bytes, &FrameLimits::default()).unwrap();
+    assert_eq!(header.flags, frame::FLAG_ZSTD | frame::FLAG_DICTIONARY_2);
+    assert_eq!(header.crc, 0x6b76_2d42);
+    let mut raw = Vec::new();
+    for e in dictionary_example_events() {
+        raw.extend(Record::encode_event_v1(1, &e).unwrap());
+    }
+    assert_eq!(payload, raw);
+    assert_eq!(header.raw_len, 83);
+    assert_eq!(header.stored_len, 54);
+    // Repeat_Mode for all three sequence codes: the tables are the dictionary's.
+    assert_eq!(&bytes[50..52], &[0x07, 0xfc]);
+    // Without dictionary 2, or with dictionary 1, zstd cannot read it as these bytes.
+    assert!(zstd::bulk::decompress(&bytes[16..], raw.len()).is_err());
+    let one = zstd::bulk::Decompressor::with_dictionary(sessionlog::log::dictionary::DICTIONARY_1)
+        .unwrap()
+        .decompress(&bytes[16..], raw.len());
+    assert!(one.is_err() || one.unwrap() != raw);
+    // The spec's comparison: 71 bytes with dictionary 1, 70 with dictionary 2.
+    assert_eq!(
+        frame::Encoder::with_dictionary_1(1)
+            .encode(&raw, 64, 0)
+            .len(),
+        71
+    );
+    // What this build's writer makes of the payload (default configuration).
     assert_eq!(frame::Encoder::new(1).encode(&raw, 64, 0), bytes);
 }
 

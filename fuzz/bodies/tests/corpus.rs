@@ -189,6 +189,8 @@ fn decode_log_seeds() -> Vec<Vec<u8>> {
     seeds.push(frame::encode(&lean, usize::MAX, 1));
     seeds.push(frame::encode(&lean, 64, 1));
     seeds.push(lean[lean_next_at()..].to_vec());
+    // A frame of dictionary 1 (segments 5-8), beside the dictionary-2 frames above (segment 9).
+    seeds.push(frame::Encoder::with_dictionary_1(1).encode(&lean, 64, 0));
     seeds
 }
 
