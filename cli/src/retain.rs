@@ -107,7 +107,7 @@ pub fn retain(store_dir: &Path, args: &RetainArgs) -> CliResult {
                     e.reason,
                     e.events,
                     e.data_bytes,
-                    e.last_activity
+                    crate::iso_time(e.last_activity)
                 );
             }
         }
@@ -139,7 +139,7 @@ pub fn retain(store_dir: &Path, args: &RetainArgs) -> CliResult {
                 e.reason,
                 e.events,
                 e.data_bytes,
-                e.last_activity
+                crate::iso_time(e.last_activity)
             );
         }
         crate::say!("{} session(s) would be evicted", evictions.len());

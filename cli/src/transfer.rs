@@ -247,6 +247,14 @@ pub fn import(store_dir: &Path, args: &ImportArgs) -> CliResult {
 
 /// `export --format F --out PATH [SESSION...]`
 pub fn export(store_dir: &Path, args: &ExportArgs) -> CliResult {
+    if args.out.as_os_str() == "-" {
+        // Checked before the store is opened: `-` is a file name to the exporter, which
+        // publishes whole files (never a partial one), so it would have made a file "-".
+        return Err(
+            "export writes files, not standard output: pass a path, e.g. `--out session.jsonl` (then `cat session.jsonl`)"
+                .into(),
+        );
+    }
     let store = open_for_reading(store_dir)?;
     let layout = match args.format {
         ExportFormat::Sqlite(_) => ExportLayout::File,

@@ -519,6 +519,15 @@ fn bad_inputs_are_exit_2_and_leave_the_store_unchanged() {
         "{}",
         stderr(&o)
     );
+    // `--out -` is refused (export publishes whole files), and makes no file named `-`.
+    let o = sessionlog(&store, &["export", "--format", "jsonl", "--out", "-"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("not standard output: pass a path"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!std::path::Path::new("-").exists());
     // A store that does not exist.
     let o = sessionlog(&tmp.path().join("nowhere"), &["list"]);
     assert_eq!(o.status.code(), Some(2));

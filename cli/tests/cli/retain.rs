@@ -66,6 +66,11 @@ fn retain_evicts_by_policy_and_a_dry_run_changes_nothing() {
         "{out}"
     );
     assert!(out.contains("2 session(s) would be evicted"), "{out}");
+    // The last activity as a time, not raw milliseconds: `old`'s event is at 1,000 ms.
+    assert!(
+        out.contains("last active 1970-01-01T00:00:01.000Z)"),
+        "{out}"
+    );
     assert_eq!(ids(&store), ["mid", "new", "old"]);
     // Pinned `old` stays; `mid` goes.
     let run = sessionlog(
@@ -83,6 +88,10 @@ fn retain_evicts_by_policy_and_a_dry_run_changes_nothing() {
     let count = sessionlog(&store, &["retain", "--max-sessions", "1"]);
     let (out, _) = text(&count);
     assert!(out.contains("evicted old (count"), "{out}");
+    assert!(
+        out.contains("last active 1970-01-01T00:00:01.000Z)"),
+        "{out}"
+    );
     assert_eq!(ids(&store), ["new"]);
     // No limit, or a bad one: exit 2 saying what to pass.
     let none = sessionlog(&store, &["retain"]);
