@@ -211,6 +211,18 @@ pub enum OpenError {
         #[source]
         reason: Damage,
     },
+    /// The log ends before the position its last writer published as durable (`ACKED`,
+    /// format-spec.md §7): frames that were acknowledged are gone (the last segment was
+    /// truncated or removed, or the disk lost synced data). Not a torn write: nothing was cut.
+    #[error(
+        "the log ends at {end}, before {published}, up to which its last writer had published every frame as durable: acknowledged frames are missing (the last segment was truncated or removed, or the disk lost synced data); nothing was cut. Reopen with RecoveryMode::SalvageSkippingBadFrames to accept the loss and go on from {end}, or restore from a backup"
+    )]
+    AcknowledgedLost {
+        /// Where the log's last whole operation ends.
+        end: LogPosition,
+        /// The position the last writer published in `ACKED`.
+        published: LogPosition,
+    },
     /// The log's tail is torn and the recovery mode does not tolerate it.
     #[error(
         "torn write at the log tail at {position}: {reason}; reopen with RecoveryMode::TolerateTornTail to truncate it"

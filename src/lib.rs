@@ -120,11 +120,11 @@ pub use session::derive::DerivedMessage;
 pub use session::error::{HeaderError, InvariantRule, InvariantViolation};
 pub use session::{InvariantMode, RuleViolation};
 pub use store::{
-    BackgroundGc, BackgroundGcStats, Config, Durability, EraseError, Events, Eviction,
-    EvictionReason, FollowError, FollowUpdate, Follower, ForkFailure, GC_LIVE_FRACTION, GcError,
-    GcOptions, GcReport, Intent, InvariantCheck, Listed, ReaderView, Receipt, RecoveryReport,
-    Retention, Salvaged, SegmentSpace, Session, SessionInfo, SessionSpace, SpaceReport,
-    SpaceTotals, Store, TornSession, VerifyReport,
+    AcknowledgedLoss, BackgroundGc, BackgroundGcStats, Config, Durability, EraseError, Events,
+    Eviction, EvictionReason, FollowError, FollowUpdate, Follower, ForkFailure, GC_LIVE_FRACTION,
+    GcError, GcOptions, GcReport, Intent, InvariantCheck, Listed, ReaderView, Receipt,
+    RecoveryReport, Retention, Salvaged, SegmentSpace, Session, SessionInfo, SessionSpace,
+    SpaceReport, SpaceTotals, Store, TornSession, VerifyReport,
 };
 
 #[cfg(feature = "interop")]

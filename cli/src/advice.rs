@@ -63,6 +63,13 @@ fn typed_words(e: &(dyn std::error::Error + 'static)) -> String {
              a torn write. `sessionlog verify` lists the damage; `sessionlog recover --salvage` \
              drops the damaged frames (and names the events they held), or restore a backup"
         ),
+        Some(OpenError::AcknowledgedLost { end, published }) => format!(
+            "the log ends at {end}, before {published}, up to which its last writer had \
+             published every frame as durable: acknowledged frames are missing (the last \
+             segment was truncated or removed, or the disk lost synced data), and nothing was \
+             cut. `sessionlog recover --salvage` accepts the loss and goes on from {end}; or \
+             restore a backup"
+        ),
         Some(OpenError::TornTail { position, reason }) => format!(
             "torn write at the log tail at {position}: {reason}; `sessionlog recover` cuts it"
         ),

@@ -379,7 +379,7 @@ fn open_for_reading(dir: &std::path::Path) -> Result<Store, Box<dyn std::error::
         }
         Err(sessionlog::OpenError::NeedsRepair { reason, .. }) => Err(format!(
             "the index of {} needs rebuilding ({reason}); `sessionlog verify` shows the damage, \
-             `sessionlog recover` rebuilds the index (a damaged last frame is then cut as a torn write)",
+             `sessionlog recover` rebuilds the index (a damaged last frame is then cut as a torn write, unless its writer had acknowledged it: then recover says so and stops)",
             human_path(dir)
         )
         .into()),
@@ -446,6 +446,14 @@ fn recover(dir: &std::path::Path, salvage: bool) -> CliResult {
         crate::say!(
             "the log before {} was not read (recovery reads only what the index does not cover): `sessionlog verify` reads every frame",
             r.scanned_from
+        );
+    }
+    if let Some(lost) = &r.acknowledged_lost {
+        crate::say!(
+            "acknowledged frames were missing: the log ended at {}, before {}, up to which its last writer had published every frame as durable; the store goes on from {} (restore a backup for what was between)",
+            lost.end,
+            lost.published,
+            lost.end
         );
     }
     if let Some(t) = &r.truncated {

@@ -69,7 +69,8 @@ fn open(dir: &Path) -> Result<(Store, Vec<String>, bool), Box<dyn std::error::Er
         }
         Err(OpenError::NeedsRepair { reason, .. }) => Err(format!(
             "the index of {} needs rebuilding ({reason}); verify never modifies the store — \
-             `sessionlog recover` rebuilds it (a damaged last frame is then cut as a torn write), \
+             `sessionlog recover` rebuilds it (a damaged last frame is then cut as a torn write, \
+             unless its writer had acknowledged it: then recover says so and stops), \
              then run verify again",
             dir.display()
         )

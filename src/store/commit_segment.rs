@@ -87,7 +87,7 @@ impl Active {
     /// syncs would succeed without writing them, and a power loss would leave a hole under
     /// what it appended. So they are written again from the cache and synced once more; the
     /// first error is returned either way (the writer stops until reopened).
-    pub(super) fn verify(&mut self) -> std::io::Result<()> {
+    pub(crate) fn verify(&mut self) -> std::io::Result<()> {
         if self.unverified {
             // Re-assert the length recovery found, so that a truncation that only ever
             // reached the page cache becomes durable with this sync.

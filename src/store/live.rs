@@ -145,6 +145,8 @@ pub(crate) struct Publisher {
     file: File,
     generation: u64,
     pid: u32,
+    /// What `ACKED` said when this writer started (before it announced itself).
+    previous: Option<Published>,
 }
 
 impl Publisher {
@@ -167,6 +169,7 @@ impl Publisher {
             file,
             generation: previous.map_or(1, |p| p.generation.wrapping_add(1)),
             pid: std::process::id(),
+            previous,
         };
         let position = previous.map_or(LogPosition::default(), |p| p.position);
         publisher
@@ -183,6 +186,13 @@ impl Publisher {
             position,
         };
         self.file.write_all_at(&p.encode(), 0)
+    }
+
+    /// What `ACKED` said before this writer started: the previous writer's state and the
+    /// last position it published (every position a writer publishes is durable: after a
+    /// commit's sync, or at open once the recovered log is synced, see `Store::open`).
+    pub(crate) fn previous(&self) -> Option<Published> {
+        self.previous
     }
 
     /// Publishes `position` (best effort: a failed rewrite only keeps readers behind).
@@ -303,6 +313,7 @@ pub(super) fn open_reader_index(
                         limits,
                         writable: false,
                         index_writable: true,
+                        acked: None,
                     })?;
                     Ok((index, recovered))
                 })
@@ -310,7 +321,7 @@ pub(super) fn open_reader_index(
             // The index is a copy of the last writer's: hold every segment it points into
             // now (a GC by a writer that opens later replaces files; the refresh that sees it
             // builds the view again).
-            open_index(dir, segments, config, limits).and_then(|opened| {
+            open_index(dir, segments, config, limits, None).and_then(|opened| {
                 segments.open_all().map_err(|source| OpenError::Io {
                     path: segments.dir().to_path_buf(),
                     source,
@@ -426,6 +437,7 @@ impl Store {
             limits: self.limits,
             writable: false,
             index_writable: true,
+            acked: None,
         })?;
         let end = LogPosition {
             segment: recovered.watermark.segment,

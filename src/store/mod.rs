@@ -77,7 +77,7 @@ use crate::session::derive::MessageCache;
 use crate::session::{InvariantMode, SessionState};
 
 use commit::{CommitConfig, Committer, Goal};
-pub use recovery::{RecoveryReport, TornSession};
+pub use recovery::{AcknowledgedLoss, RecoveryReport, TornSession};
 use registry::Registry;
 
 use config::validate_config;
@@ -271,7 +271,11 @@ impl Store {
         let (index, recovered, view) = if writable {
             let gc_finished =
                 gc::finish_interrupted(config.fs.as_ref(), &dir, &dir.join(SEGMENTS_DIR))?;
-            let (index, mut recovered) = open_index(&dir, &segments, &config, limits)?;
+            let acked = publisher
+                .as_ref()
+                .and_then(|p| p.previous())
+                .map(|p| p.position);
+            let (index, mut recovered) = open_index(&dir, &segments, &config, limits, acked)?;
             if gc_finished {
                 recovered.report.index_rebuilt = true;
                 recovered.report.rebuild_reason =
@@ -283,6 +287,27 @@ impl Store {
             (r.index, r.recovered, Some(r.view))
         };
         let whole_log = recovered.whole_log || recovered.report.index_rebuilt;
+        // Every position a writer publishes in `ACKED` is durable, so that the next writer
+        // can tell a log that lost acknowledged frames from a torn write (format-spec.md §7,
+        // §10). The end of a log recovery did not sync may be a crashed writer's unsynced
+        // writes: synced before it is published, unless the previous writer closed cleanly
+        // right there (its close synced it).
+        let mut recovered = recovered;
+        if let (Some(p), Some(active)) = (&publisher, recovered.active.as_mut())
+            && active.unverified
+        {
+            let closed_here = p.previous().is_some_and(|prev| {
+                prev.state == live::WriterState::Closed
+                    && prev.position
+                        == LogPosition {
+                            segment: recovered.watermark.segment,
+                            offset: recovered.watermark.end,
+                        }
+            });
+            if !closed_here {
+                active.verify().map_err(io(segments.path(active.number)))?;
+            }
+        }
         let index = Arc::new(index);
         let committer = writable.then(|| {
             Arc::new(Committer::new(

@@ -16,6 +16,7 @@ pub(super) fn open_index(
     segments: &Segments,
     config: &Config,
     limits: FrameLimits,
+    acked: Option<LogPosition>,
 ) -> Result<(Index, recovery::Recovered), OpenError> {
     let writable = !config.read_only;
     let index_path = dir.join(INDEX_FILE);
@@ -28,6 +29,7 @@ pub(super) fn open_index(
             limits,
             writable,
             index_writable: index.is_writable(),
+            acked,
         })
     };
     // redb creates the file with the umask's mode: create it first, owner-only.

@@ -31,6 +31,10 @@ pub struct RecoveryReport {
     pub events_recovered: u64,
     /// The torn frame truncated from the tail, if any.
     pub truncated: Option<BadFrame>,
+    /// A salvage found the log ending before the position its last writer had published as
+    /// durable (`ACKED`): acknowledged frames were missing, and the store goes on from where
+    /// the log ends ([`crate::error::OpenError::AcknowledgedLost`] without salvage).
+    pub acknowledged_lost: Option<AcknowledgedLoss>,
     /// Zero bytes after the log's end that a writer preallocated and did not get to cut
     /// (it did not close; format-spec.md §2): not damage, and not counted in `truncated`.
     /// A read-write open cuts them; a read-only open reads the log up to them.
@@ -65,6 +69,16 @@ pub struct RecoveryReport {
     /// answers are still complete (the repair was done in memory); the next read-write open
     /// (`sessionlog recover`) repairs the files. Always `None` for a read-write open.
     pub recovery_pending: Option<String>,
+}
+
+/// Acknowledged frames a salvage found missing ([`RecoveryReport::acknowledged_lost`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AcknowledgedLoss {
+    /// Where the log's last whole operation ends: where the store goes on.
+    pub end: LogPosition,
+    /// The position the last writer had published as durable.
+    pub published: LogPosition,
 }
 
 /// The never-committed events of one session that recovery cut from the log's tail
@@ -127,6 +141,10 @@ pub(crate) struct RecoveryInput<'a> {
     /// Recovery may write the index (a read-write open, or a read-only open whose index is an
     /// in-memory copy); otherwise the unindexed tail is kept in [`Recovered::overlay`].
     pub index_writable: bool,
+    /// The position the store's last writer published as durable in `ACKED` (a read-write
+    /// open; `None` when there is none or it is not to be checked): a log that ends before
+    /// it lost acknowledged frames.
+    pub acked: Option<LogPosition>,
 }
 
 /// Runs recovery: a sequence of phases, each of which states what it guarantees.
@@ -163,6 +181,24 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
             })
         })
         .collect();
+    let log_end = scanned
+        .torn_tail
+        .as_ref()
+        .map_or(scanned.end, |torn| torn.position);
+    if let Some(published) = input.acked
+        && lost_acknowledged(input.segments, &numbers, published, log_end)
+    {
+        if !salvage {
+            return Err(OpenError::AcknowledgedLost {
+                end: log_end,
+                published,
+            });
+        }
+        report.acknowledged_lost = Some(AcknowledgedLoss {
+            end: log_end,
+            published,
+        });
+    }
     let end = cut_torn_tail(&input, &mut numbers, &scanned, &mut report)?;
     // Whether recovery changed anything the files must record (else a clean open writes
     // nothing and issues no fsync).
@@ -184,6 +220,24 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
         report,
         overlay: tail.overlay,
     })
+}
+
+/// Whether a log of segments `numbers` that ends at `end` lost frames before `published`, a
+/// position its last writer published as durable: `published` is past `end` in the last
+/// segment (or in a segment after it, now missing) and past a segment header. A published
+/// position in an earlier segment is always behind the log's end; one in a compacted segment
+/// (whose offsets a GC changed) is not checked.
+fn lost_acknowledged(
+    segments: &Segments,
+    numbers: &[u64],
+    published: LogPosition,
+    end: LogPosition,
+) -> bool {
+    let last = numbers.last().copied().unwrap_or(0);
+    published > end
+        && published.offset > SEGMENT_HEADER_LEN
+        && published.segment >= last
+        && !(published.segment == last && segment::is_compacted(segments.version(last)))
 }
 
 /// Maps an I/O error on `path` to [`OpenError::Io`].

@@ -320,6 +320,7 @@ impl Store {
                 limits: self.limits,
                 writable: false,
                 index_writable: true,
+                acked: None,
             })
         };
         let path = self.dir.join(INDEX_FILE);

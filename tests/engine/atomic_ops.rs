@@ -428,8 +428,15 @@ fn rewrite_as_version(path: &Path, version: u32) {
     }
     std::fs::write(path, out).unwrap();
     set_segment_version(path, version);
-    let index = path.parent().unwrap().parent().unwrap().join("index.redb");
-    let _ = std::fs::remove_file(index);
+    forget_derived_and_published(path);
+}
+
+/// Deletes the index (the frames of the segment at `path` moved, so the next open rebuilds
+/// it) and `ACKED` (the position its writer published is in the old bytes).
+fn forget_derived_and_published(path: &Path) {
+    let store = path.parent().unwrap().parent().unwrap();
+    let _ = std::fs::remove_file(store.join("index.redb"));
+    let _ = std::fs::remove_file(store.join("ACKED"));
 }
 
 /// Rewrites a segment header's format version (and its CRC).
@@ -549,8 +556,7 @@ fn rewrite_with_dictionary_1(path: &Path) {
     }
     std::fs::write(path, out).unwrap();
     set_segment_version(path, 7);
-    let index = path.parent().unwrap().parent().unwrap().join("index.redb");
-    let _ = std::fs::remove_file(index);
+    forget_derived_and_published(path);
 }
 
 #[test]

@@ -396,3 +396,91 @@ fn a_record_that_is_not_utf8_behind_a_valid_crc_is_corruption_at_its_frame() {
         Ok(_) => panic!("a record that is not UTF-8 was accepted"),
     }
 }
+
+/// Truncates segment 1 of `dir` to `len` bytes.
+fn truncate_segment(dir: &Path, len: u64) {
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join(SEG))
+        .unwrap();
+    f.set_len(len).unwrap();
+}
+
+#[test]
+fn a_log_cut_below_the_position_its_writer_published_is_refused_and_salvage_accepts_it() {
+    use sessionlog::store::Config;
+    let base = tempfile::tempdir().unwrap();
+    let locs = build(base.path(), 6);
+    let seg_len = std::fs::metadata(base.path().join(SEG)).unwrap().len();
+    let last = locs.last().unwrap().2;
+    assert_eq!(last.frame_offset + u64::from(last.frame_len), seg_len);
+    let published = LogPosition {
+        segment: 1,
+        offset: seg_len,
+    };
+    let end = LogPosition {
+        segment: 1,
+        offset: last.frame_offset,
+    };
+    // Mid-frame (what a torn write looks like) and at the frame's start (a clean end): both
+    // lose the acknowledged last event, so neither is cut or opened as if nothing happened.
+    for cut in [last.frame_offset + 5, last.frame_offset] {
+        let dir = tempfile::tempdir().unwrap();
+        copy_store(base.path(), dir.path());
+        std::fs::copy(base.path().join("ACKED"), dir.path().join("ACKED")).unwrap();
+        truncate_segment(dir.path(), cut);
+        match Store::open(dir.path(), config(Durability::Sync)) {
+            Err(OpenError::AcknowledgedLost {
+                end: e,
+                published: p,
+            }) => assert_eq!((e, p), (end, published), "cut at {cut}"),
+            Err(other) => panic!("cut at {cut}: expected AcknowledgedLost, got {other}"),
+            Ok(_) => panic!("cut at {cut}: opened a log that lost an acknowledged event"),
+        }
+        // Nothing was cut by the refusal.
+        assert_eq!(std::fs::metadata(dir.path().join(SEG)).unwrap().len(), cut);
+        // Salvage accepts the loss, says so, and the store goes on from the log's end.
+        let salvage = config(Durability::Sync).recovery(RecoveryMode::SalvageSkippingBadFrames);
+        let store = Store::open(dir.path(), salvage).unwrap();
+        let lost = store
+            .recovery_report()
+            .acknowledged_lost
+            .expect("the loss is reported");
+        assert_eq!((lost.end, lost.published), (end, published));
+        let (id, seq, _) = &locs[locs.len() - 1];
+        assert_eq!(store.len(id), Some(*seq), "the lost event is gone");
+        store.close().unwrap();
+        let store = Store::open(dir.path(), config(Durability::Sync)).unwrap();
+        assert!(store.recovery_report().acknowledged_lost.is_none());
+        assert!(store.verify().unwrap().is_clean());
+        // A read-only open never refuses for this: it changes nothing either way.
+        drop(store);
+        let reader = Store::open(dir.path(), Config::default().read_only(true)).unwrap();
+        assert_eq!(reader.len(id), Some(*seq));
+    }
+}
+
+#[test]
+fn a_torn_write_after_the_published_position_is_still_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), 3);
+    let seg_len = std::fs::metadata(dir.path().join(SEG)).unwrap().len();
+    // Bytes of a frame that never finished, after everything acknowledged.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.path().join(SEG))
+        .unwrap();
+    std::io::Write::write_all(&mut f, &[0x40, 0, 0, 0, 1, 2, 3]).unwrap();
+    drop(f);
+    let store = Store::open(dir.path(), config(Durability::Sync)).unwrap();
+    let report = store.recovery_report();
+    assert!(report.acknowledged_lost.is_none());
+    assert_eq!(
+        report.truncated.as_ref().map(|t| t.position),
+        Some(LogPosition {
+            segment: 1,
+            offset: seg_len
+        })
+    );
+    assert_eq!(store.len("a"), Some(3));
+}

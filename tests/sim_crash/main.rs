@@ -30,8 +30,9 @@
 //! - `verify()` is clean;
 //! - a bit flipped in synced data is reported as corruption at the damaged frame's segment and
 //!   offset (an open error, `ReadError::Corruption` or a bad frame in `verify`), or, when the
-//!   damaged frame is the last of the log, truncated as a torn tail and reported as such; it
-//!   is never returned as wrong data;
+//!   damaged frame is the last of the log, refused as `OpenError::AcknowledgedLost` at that
+//!   frame when its writer had published it as durable (`ACKED`), else truncated as a torn
+//!   tail and reported as such; it is never returned as wrong data;
 //! - after `ENOSPC` on a write or `EIO` on an fsync the store refuses every write with
 //!   `AppendError::PreviousIo` until reopened, and the reopened store lost nothing acknowledged.
 //!

@@ -397,8 +397,9 @@ fn verify_reports_a_corrupted_segment_with_its_offset() {
     assert_eq!(std::fs::read(&seg).unwrap(), bytes);
 
     // Damage in the last frame instead: the index no longer matches the log. verify, list and
-    // export refuse (exit 2, naming segment and offset) and change nothing; `recover` cuts the
-    // frame as a torn write, after which the store verifies clean.
+    // export refuse (exit 2, naming segment and offset) and change nothing; `recover` refuses
+    // too (the import acknowledged that frame: not a torn write) and changes nothing;
+    // `recover --salvage` cuts it, after which the store verifies clean.
     bytes[32 + 16 + 3] ^= 0x55;
     let last = bytes.len() - 3;
     bytes[last] ^= 0x55;
@@ -411,7 +412,16 @@ fn verify_reports_a_corrupted_segment_with_its_offset() {
         assert!(err.contains("sessionlog recover"), "{err}");
         assert_eq!(std::fs::read(&seg).unwrap(), bytes);
     }
-    let r = ok(sessionlog(&store, &["recover"]));
+    let o = sessionlog(&store, &["recover"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("acknowledged frames are missing") && err.contains("recover --salvage"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&seg).unwrap(), bytes);
+    let r = ok(sessionlog(&store, &["recover", "--salvage"]));
+    assert!(r.contains("acknowledged frames were missing"), "{r}");
     assert!(r.contains("torn write cut at segment 1 offset"), "{r}");
     assert_eq!(sessionlog(&store, &["verify"]).status.code(), Some(0));
     let list: serde_json::Value =

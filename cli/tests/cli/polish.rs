@@ -762,3 +762,41 @@ fn verify_names_a_missing_index_entry_in_words_not_debug_output() {
         assert!(!report.contains(debug), "Debug output {debug:?}: {report}");
     }
 }
+
+#[test]
+fn a_last_segment_cut_below_what_its_writer_acknowledged_is_refused_then_salvaged() {
+    let _serial = crate::serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = many_sessions(tmp.path(), 3, 10);
+    let store = tmp.path().join("store");
+    ok(&cli(&store, &["import", s(&src)]));
+    // The last 40 bytes of the log go (an outsider's `truncate`): the import acknowledged them.
+    let seg = store.join("segments/00000000000000000001.seg");
+    let len = std::fs::metadata(&seg).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+    f.set_len(len - 40).unwrap();
+    drop(f);
+    let o = cli(&store, &["recover"]);
+    assert_eq!(o.status.code(), Some(2), "{}{}", out(&o), err(&o));
+    let e = err(&o);
+    assert!(
+        e.contains(&format!("before segment 1 offset {len}"))
+            && e.contains("acknowledged frames are missing")
+            && e.contains("`sessionlog recover --salvage` accepts the loss"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::metadata(&seg).unwrap().len(),
+        len - 40,
+        "nothing cut"
+    );
+    let report = ok(&cli(&store, &["recover", "--salvage"]));
+    assert!(
+        report.contains("acknowledged frames were missing: the log ended at segment 1 offset")
+            && report.contains(&format!("before segment 1 offset {len}")),
+        "{report}"
+    );
+    assert_eq!(listed_ids(&store), ["s0000", "s0001"]);
+    ok(&cli(&store, &["recover"]));
+    ok(&cli(&store, &["verify"]));
+}
