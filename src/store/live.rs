@@ -195,6 +195,34 @@ impl Publisher {
         self.previous
     }
 
+    /// Makes the end of the `recovered` log durable before this writer publishes it: every
+    /// position a writer publishes in `ACKED` is durable, so that the next writer can tell a
+    /// log that lost acknowledged frames from a torn write (format-spec.md §7, §10). A log
+    /// recovery did not sync may end in a crashed writer's unsynced writes: its last segment
+    /// is synced, unless the previous writer closed cleanly right there (its close synced it).
+    pub(crate) fn make_durable(
+        &self,
+        recovered: &mut super::recovery::Recovered,
+        segments_dir: &Path,
+    ) -> Result<(), OpenError> {
+        let end = LogPosition {
+            segment: recovered.watermark.segment,
+            offset: recovered.watermark.end,
+        };
+        let closed_here = self
+            .previous
+            .is_some_and(|p| p.state == WriterState::Closed && p.position == end);
+        match recovered.active.as_mut() {
+            Some(active) if active.unverified && !closed_here => {
+                active.verify().map_err(|source| OpenError::Io {
+                    path: crate::log::segment::path(segments_dir, active.number),
+                    source,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Publishes `position` (best effort: a failed rewrite only keeps readers behind).
     pub(crate) fn publish(&self, state: WriterState, watermark: &crate::index::Watermark) {
         let position = LogPosition {

@@ -268,7 +268,7 @@ impl Store {
         let limits = FrameLimits {
             max_frame_bytes: config.max_frame_bytes,
         };
-        let (index, recovered, view) = if writable {
+        let (index, mut recovered, view) = if writable {
             let gc_finished =
                 gc::finish_interrupted(config.fs.as_ref(), &dir, &dir.join(SEGMENTS_DIR))?;
             let acked = publisher
@@ -287,26 +287,8 @@ impl Store {
             (r.index, r.recovered, Some(r.view))
         };
         let whole_log = recovered.whole_log || recovered.report.index_rebuilt;
-        // Every position a writer publishes in `ACKED` is durable, so that the next writer
-        // can tell a log that lost acknowledged frames from a torn write (format-spec.md §7,
-        // §10). The end of a log recovery did not sync may be a crashed writer's unsynced
-        // writes: synced before it is published, unless the previous writer closed cleanly
-        // right there (its close synced it).
-        let mut recovered = recovered;
-        if let (Some(p), Some(active)) = (&publisher, recovered.active.as_mut())
-            && active.unverified
-        {
-            let closed_here = p.previous().is_some_and(|prev| {
-                prev.state == live::WriterState::Closed
-                    && prev.position
-                        == LogPosition {
-                            segment: recovered.watermark.segment,
-                            offset: recovered.watermark.end,
-                        }
-            });
-            if !closed_here {
-                active.verify().map_err(io(segments.path(active.number)))?;
-            }
+        if let Some(p) = &publisher {
+            p.make_durable(&mut recovered, &dir.join(SEGMENTS_DIR))?;
         }
         let index = Arc::new(index);
         let committer = writable.then(|| {

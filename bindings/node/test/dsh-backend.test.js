@@ -308,6 +308,9 @@ test('torn marker: a cut multi-frame batch is reported until the repair commits,
   const { backend } = await backendOn(t, dir);
   await backend.appendBatch(meta('tm'), oneTurnLog(), false);
   await backend.appendBatch(meta('tm'), [{ type: 'turn/start', seq: 6, time: 7, data: { turn: 2 } }], true);
+  // What the writer had published as durable before the big batch: a writer killed while
+  // writing that batch leaves ACKED here (a tear below what it published is refused instead).
+  const acked = fs.readFileSync(path.join(dir, 'ACKED'));
   // A batch larger than a frame (8 MiB): continued frames; incompressible text.
   const big = [];
   for (let i = 0; i < 3; i++) {
@@ -316,6 +319,7 @@ test('torn marker: a cut multi-frame batch is reported until the repair commits,
   await backend.appendBatch(meta('tm'), big, true);
   await backend.close();
   tearLastFrame(dir);
+  fs.writeFileSync(path.join(dir, 'ACKED'), acked);
 
   const { backend: b, store } = await backendOn(t, dir);
   const report = await store.recoveryReport();
