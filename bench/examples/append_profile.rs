@@ -47,12 +47,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let store = Store::open(dir.path(), Config::default().durability(Durability::Sync))?;
         store.create_session(session_header(0))?;
         let mut events = events.into_iter().peekable();
+        let mut batches = Vec::new();
         while events.peek().is_some() {
-            let batch: Vec<_> = events.by_ref().take(n.max(1)).collect();
-            store.append_batch(&session_id(0), batch)?;
+            batches.push(events.by_ref().take(n.max(1)).collect::<Vec<_>>());
         }
+        let id = session_id(0);
+        let started = std::time::Instant::now();
+        for batch in batches {
+            store.append_batch(&id, batch)?;
+        }
+        let took = started.elapsed();
         store.close()?;
-        println!("appended {count} events");
+        println!(
+            "appended {count} events in {:.1} ms ({:.0} events/s)",
+            took.as_secs_f64() * 1e3,
+            count as f64 / took.as_secs_f64()
+        );
         return Ok(());
     }
     let at_flush_points = std::env::var_os("FLUSH").is_some();

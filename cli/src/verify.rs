@@ -67,6 +67,14 @@ fn open(dir: &Path) -> Result<(Store, Vec<String>, bool), Box<dyn std::error::Er
             }
             Ok((store, problems, true))
         }
+        Err(OpenError::NeedsRepair { reason, .. }) if super::acknowledged_missing(&reason) => {
+            Err(format!(
+                "the index of {} needs rebuilding ({reason}); verify never modifies the store — \
+                 `sessionlog recover` refuses to cut acknowledged frames; `sessionlog recover --salvage` accepts the loss, or restore the store from a backup",
+                dir.display()
+            )
+            .into())
+        }
         Err(OpenError::NeedsRepair { reason, .. }) => Err(format!(
             "the index of {} needs rebuilding ({reason}); verify never modifies the store — \
              `sessionlog recover` rebuilds it (a damaged last frame is then cut as a torn write, \
@@ -100,6 +108,12 @@ pub fn verify(store_dir: &Path, only: &[String]) -> CliResult {
         eprintln!(
             "note: recovery pending: {} bytes at {} were never acknowledged ({}); the next writable open (`sessionlog recover`) cuts them",
             cut.skipped, cut.position, cut.reason
+        );
+    }
+    if let Some(loss) = &report.acknowledged_lost {
+        eprintln!(
+            "note: acknowledged frames are missing between {} and {}: `sessionlog recover` refuses this store; `sessionlog recover --salvage` accepts the loss and goes on from {}, or restore the store from a backup",
+            loss.end, loss.published, loss.end
         );
     }
     // When this verify had to open skipping bad frames, the same events are problems above.

@@ -227,7 +227,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
 /// segment (or in a segment after it, now missing) and past a segment header. A published
 /// position in an earlier segment is always behind the log's end; one in a compacted segment
 /// (whose offsets a GC changed) is not checked.
-fn lost_acknowledged(
+pub(crate) fn lost_acknowledged(
     segments: &Segments,
     numbers: &[u64],
     published: LogPosition,

@@ -211,6 +211,7 @@ impl Store {
             segment: numbers.first().copied().unwrap_or(1),
             offset: SEGMENT_HEADER_LEN,
         };
+        let acked_before = self.settled_acked()?;
         let scan = scan::scan(
             &self.segments,
             &numbers,
@@ -285,14 +286,39 @@ impl Store {
         }
         report.problems = problems;
         report.bad_frames = scan.skipped;
+        // A writable open already compared the log's end with `ACKED` (and refused or
+        // salvaged); a read-only store compares here, when no writer changed it meanwhile.
+        let log_end = scan.torn_tail.as_ref().map_or(scan.end, |t| t.position);
+        if self.committer.is_none()
+            && let Some(published) = acked_before
+            && self.settled_acked()? == Some(published)
+            && recovery::lost_acknowledged(&self.segments, &numbers, published, log_end)
+        {
+            report.problems.push(format!(
+                "the log ends at {log_end}, before {published}, up to which its last writer had published every frame as durable: acknowledged frames are missing (the last segment was truncated or removed, or the disk lost synced data)"
+            ));
+            report.acknowledged_lost = Some(AcknowledgedLoss {
+                end: log_end,
+                published,
+            });
+        }
         if let Some(t) = scan.torn_tail {
-            if self.committer.is_none() {
+            if self.committer.is_none() && report.acknowledged_lost.is_none() {
                 report.pending_cut = Some(t);
             } else {
                 report.bad_frames.push(t);
             }
         }
         Ok(report)
+    }
+
+    /// The position the last writer published in `ACKED`, when no writer holds the store
+    /// (a live writer moves it while a reader scans); `None` when there is none to trust.
+    fn settled_acked(&self) -> Result<Option<LogPosition>, OpenError> {
+        if self.committer.is_some() || live::writer_alive(&self.dir)? {
+            return Ok(None);
+        }
+        Ok(live::read_published(&self.dir).map(|p| p.position))
     }
 
     /// Cross-checks the index against the log (format-spec.md §7): redb's integrity check on
@@ -592,6 +618,11 @@ pub struct VerifyReport {
     /// A torn tail that a read-only store found and the next writable open cuts (a crash or a
     /// failed write left it; nothing in it was acknowledged). Not a problem.
     pub pending_cut: Option<BadFrame>,
+    /// The log ends before the position its last writer published as durable (`ACKED`):
+    /// acknowledged frames are missing (also one line of `problems`). Checked by a
+    /// read-only store with no writer alive; a writable open refuses such a log
+    /// ([`OpenError::AcknowledgedLost`]) unless it salvages.
+    pub acknowledged_lost: Option<AcknowledgedLoss>,
     /// Events still in the log that the index does not hold because they follow a damaged
     /// frame's gap in their session: what `recover --salvage` dropped (and reported). Not a
     /// problem of their own; the damaged frame stays in `bad_frames`.

@@ -439,6 +439,26 @@ fn a_log_cut_below_the_position_its_writer_published_is_refused_and_salvage_acce
         }
         // Nothing was cut by the refusal.
         assert_eq!(std::fs::metadata(dir.path().join(SEG)).unwrap().len(), cut);
+        // A read-only verify names the loss (not a pending cut of never-acknowledged bytes).
+        let reader = Store::open(dir.path(), Config::default().read_only(true)).unwrap();
+        let report = reader.verify().unwrap();
+        let lost = report.acknowledged_lost.expect("verify reports the loss");
+        assert_eq!((lost.end, lost.published), (end, published), "cut at {cut}");
+        assert!(report.pending_cut.is_none(), "{report:?}");
+        assert!(!report.is_clean(), "{report:?}");
+        assert!(
+            report
+                .problems
+                .iter()
+                .any(|p| p.contains("acknowledged frames are missing")),
+            "{report:?}"
+        );
+        assert_eq!(
+            report.bad_frames.len(),
+            usize::from(cut > last.frame_offset),
+            "a torn remainder is a bad frame: {report:?}"
+        );
+        drop(reader);
         // Salvage accepts the loss, says so, and the store goes on from the log's end.
         let salvage = config(Durability::Sync).recovery(RecoveryMode::SalvageSkippingBadFrames);
         let store = Store::open(dir.path(), salvage).unwrap();

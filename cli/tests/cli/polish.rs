@@ -776,6 +776,20 @@ fn a_last_segment_cut_below_what_its_writer_acknowledged_is_refused_then_salvage
     let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
     f.set_len(len - 40).unwrap();
     drop(f);
+    // verify and list (read-only: the index is ahead of the log) name the loss and say what
+    // to run, changing nothing.
+    for args in [&["verify"][..], &["list"][..]] {
+        let o = cli(&store, args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}{}", out(&o), err(&o));
+        let e = err(&o);
+        assert!(
+            e.contains(&format!("up to segment 1 offset {len} as durable"))
+                && e.contains("acknowledged frames are missing")
+                && e.contains("`sessionlog recover --salvage` accepts the loss")
+                && !e.contains("rebuilds"),
+            "{args:?}: {e}"
+        );
+    }
     let o = cli(&store, &["recover"]);
     assert_eq!(o.status.code(), Some(2), "{}{}", out(&o), err(&o));
     let e = err(&o);

@@ -50,6 +50,12 @@ pub(super) fn load_index(
         // damaged, not a crash; it is refused rather than silently rebuilt (an older version
         // was already replaced by an index built in memory, see `Store::open`).
         if !input.writable || !input.index_writable {
+            let reason = match acknowledged_beyond(input, numbers) {
+                Some(published) => format!(
+                    "{reason}; its last writer had published every frame up to {published} as durable: acknowledged frames are missing"
+                ),
+                None => reason,
+            };
             return Err(OpenError::NeedsRepair {
                 path: input.store_dir.to_path_buf(),
                 reason,
@@ -93,6 +99,22 @@ fn index_version_problem(
         }
         _ => Ok(None),
     }
+}
+
+/// The position the store's last writer published as durable (`ACKED`), when no writer is
+/// alive and the log's files end before it (a read-only open's diagnosis; a writable open
+/// compares it with the scanned log in phase 4).
+fn acknowledged_beyond(input: &RecoveryInput<'_>, numbers: &[u64]) -> Option<LogPosition> {
+    if super::super::live::writer_alive(input.store_dir).unwrap_or(true) {
+        return None;
+    }
+    let published = super::super::live::read_published(input.store_dir)?.position;
+    let last = numbers.last().copied().unwrap_or(0);
+    let end = LogPosition {
+        segment: last,
+        offset: input.segments.file(last).and_then(|f| f.len()).ok()?,
+    };
+    super::lost_acknowledged(input.segments, numbers, published, end).then_some(published)
 }
 
 /// Why the index's watermark is not backed by the log (`None` when it is).
