@@ -80,6 +80,17 @@ fn typed_words(e: &(dyn std::error::Error + 'static)) -> String {
             crate::output::human_path(path.parent().unwrap_or(path)),
             pid.map(|p| format!(" (process {p})")).unwrap_or_default()
         ),
+        Some(OpenError::Io { path, source })
+            if source.kind() == std::io::ErrorKind::ReadOnlyFilesystem =>
+        {
+            format!(
+                "the store is on a read-only file system (writing {} failed): `list`, `show`, \
+                 `verify`, `du`, `export` and `retain --dry-run` read it as it is; this command \
+                 writes, so remount the file system read-write, or copy the store to a writable \
+                 place and name the copy with --store",
+                crate::output::human_path(path)
+            )
+        }
         _ => match no_room(e) {
             // The library's words for an index it could not write would send the reader to
             // `recover`; the cause is the room.

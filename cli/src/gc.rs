@@ -14,7 +14,19 @@ use sessionlog::{Config, EraseError, GcOptions, GcReport, Store};
 /// `gc [--erase] [--dry-run]`
 pub fn gc(store_dir: &Path, dry_run: bool, erase: bool) -> CliResult {
     check_is_store(store_dir)?;
-    let store = Store::open(store_dir, Config::default())?;
+    let store = match Store::open(store_dir, Config::default()) {
+        Ok(store) => store,
+        Err(sessionlog::OpenError::Io { source, .. })
+            if dry_run && source.kind() == std::io::ErrorKind::ReadOnlyFilesystem =>
+        {
+            return Err(crate::advice::CliMessage(format!(
+                "{} is on a read-only file system and `gc` opens it for writing, even to plan; `sessionlog du` reads it as it is and shows what a GC would free",
+                human_path(store_dir)
+            ))
+            .into());
+        }
+        Err(e) => return Err(e.into()),
+    };
     let options = GcOptions::default().erase(erase);
     let plan = run(&store, options.dry_run(true), "planning")?;
     describe(&plan, "would free")?;

@@ -550,3 +550,88 @@ fn file_size_limit_case(big: &[&Source], limit: u64) -> Result<(), String> {
     }
     check_complete(&store, big).map_err(|e| format!("after the retry: {e}"))
 }
+
+/// A store on a read-only file system (a read-only bind mount): the reading commands work as
+/// they are; the writing ones refuse, saying so and what to do, and change nothing.
+#[test]
+fn a_store_on_a_read_only_mount_is_read_and_writers_say_why_they_cannot() {
+    let _serial = crate::serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = crate::polish::many_sessions(tmp.path(), 2, 10);
+    let store = tmp.path().join("store");
+    let o = Command::new(BIN)
+        .args(["--store"])
+        .arg(&store)
+        .arg("import")
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let before = dir_bytes(&store);
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let script = format!(
+        r#"
+mount --bind '{store}' '{store}' && mount -o remount,ro,bind '{store}' || exit 90
+for c in list verify du gc-dry delete recover; do
+  case $c in
+    gc-dry) args="gc --dry-run" ;;
+    delete) args="delete s0000" ;;
+    *) args=$c ;;
+  esac
+  '{bin}' --store '{store}' $args > '{out}/'$c.out 2> '{out}/'$c.err; echo $? > '{out}/'$c.rc
+done
+exit 0
+"#,
+        store = store.display(),
+        bin = BIN,
+        out = out.display(),
+    );
+    let o = match in_mount_namespace(&script) {
+        Ok(o) => o,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    assert!(o.status.success(), "the namespace script: {}", text(&o));
+    let read = |name: &str| std::fs::read_to_string(out.join(name)).unwrap_or_default();
+    let rc = |c: &str| read(&format!("{c}.rc")).trim().parse::<i32>().unwrap_or(-1);
+    for c in ["list", "verify", "du"] {
+        assert_eq!(
+            rc(c),
+            0,
+            "{c}: {}{}",
+            read(&format!("{c}.out")),
+            read(&format!("{c}.err"))
+        );
+    }
+    assert!(read("list.out").contains("s0001"), "{}", read("list.out"));
+    let gc = read("gc-dry.err");
+    assert_eq!(rc("gc-dry"), 2, "{gc}");
+    assert!(
+        gc.contains("read-only file system") && gc.contains("`sessionlog du`"),
+        "{gc}"
+    );
+    for c in ["delete", "recover"] {
+        let e = read(&format!("{c}.err"));
+        assert_eq!(rc(c), 2, "{c}: {e}");
+        assert!(
+            e.contains("the store is on a read-only file system")
+                && e.contains("remount the file system read-write")
+                && !e.contains("os error 30"),
+            "{c}: {e}"
+        );
+    }
+    assert_eq!(dir_bytes(&store), before, "nothing changed");
+    let o = Command::new(BIN)
+        .args(["--store"])
+        .arg(&store)
+        .arg("list")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("s0000"),
+        "not deleted"
+    );
+}
