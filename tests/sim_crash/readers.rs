@@ -194,7 +194,18 @@ impl Scenario {
                 Err(_) => errors += 1,
             }
         }
-        if let Ok(report) = store.verify()
+        let report = store.verify();
+        if let Ok(report) = &report
+            && let Some(loss) = report.acknowledged_lost
+        {
+            // Crashes and index damage never take acknowledged frames from the log: only
+            // damage to the log itself can (the flips, checked elsewhere).
+            return Err(format!(
+                "read-only verify reports acknowledged frames lost (log end {}, published {}) where none were",
+                loss.end, loss.published
+            ));
+        }
+        if let Ok(report) = report
             && report.is_clean()
             && errors > 0
             && exact
