@@ -385,8 +385,8 @@ fn open_for_reading(dir: &std::path::Path) -> Result<Store, Box<dyn std::error::
         }
         Err(sessionlog::OpenError::NeedsRepair { reason, .. }) if acknowledged_missing(&reason) => {
             Err(format!(
-                "the index of {} needs rebuilding ({reason}); `sessionlog verify` shows the damage; \
-                 `sessionlog recover` refuses to cut acknowledged frames; `sessionlog recover --salvage` accepts the loss, or restore the store from a backup",
+                "the index of {} needs rebuilding ({reason}); `sessionlog recover` refuses to cut \
+                 acknowledged frames; `sessionlog recover --salvage` accepts the loss, or restore the store from a backup",
                 human_path(dir)
             )
             .into())
@@ -407,6 +407,13 @@ pub(crate) fn note_pending(store: &Store) {
     if !store.dir().join("index.redb").exists() {
         eprintln!(
             "sessionlog: note: the index (index.redb) is missing: this command rebuilt it in memory from the log, so its answers are complete; the next write open rebuilds it on disk (`sessionlog recover`, or an import)"
+        );
+        return;
+    }
+    if let Some(loss) = &store.recovery_report().acknowledged_lost {
+        eprintln!(
+            "sessionlog: note: acknowledged frames are missing: the log ends at {}, before {}, up to which its last writer had published every frame as durable. The answers hold what the log still has; `sessionlog recover` refuses to cut acknowledged frames, `sessionlog recover --salvage` accepts the loss, or restore the store from a backup",
+            loss.end, loss.published
         );
         return;
     }

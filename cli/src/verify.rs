@@ -110,7 +110,12 @@ pub fn verify(store_dir: &Path, only: &[String]) -> CliResult {
             cut.skipped, cut.position, cut.reason
         );
     }
-    if let Some(loss) = &report.acknowledged_lost {
+    // Said already when the open found it (the note of a read-only open).
+    if let Some(loss) = report
+        .acknowledged_lost
+        .as_ref()
+        .filter(|_| store.recovery_report().acknowledged_lost.is_none())
+    {
         eprintln!(
             "note: acknowledged frames are missing between {} and {}: `sessionlog recover` refuses this store; `sessionlog recover --salvage` accepts the loss and goes on from {}, or restore the store from a backup",
             loss.end, loss.published, loss.end

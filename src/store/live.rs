@@ -349,7 +349,10 @@ pub(super) fn open_reader_index(
             // The index is a copy of the last writer's: hold every segment it points into
             // now (a GC by a writer that opens later replaces files; the refresh that sees it
             // builds the view again).
-            open_index(dir, segments, config, limits, None).and_then(|opened| {
+            // No writer: the last one's published position is compared with the log's end
+            // (a loss is reported, never refused, by a read-only open).
+            let acked = before.map(|p| p.position);
+            open_index(dir, segments, config, limits, acked).and_then(|opened| {
                 segments.open_all().map_err(|source| OpenError::Io {
                     path: segments.dir().to_path_buf(),
                     source,

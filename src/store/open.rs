@@ -147,7 +147,13 @@ pub(super) fn open_index(
     let r = &mut recovered.report;
     r.index_rebuilt = false;
     let rebuilt = r.rebuild_reason.take();
-    r.recovery_pending = pending.or(rebuilt).or_else(|| {
+    let lost = r.acknowledged_lost.map(|l| {
+        format!(
+            "the log ends at {}, before {}, up to which its last writer had published every frame as durable: acknowledged frames are missing",
+            l.end, l.published
+        )
+    });
+    r.recovery_pending = lost.or(pending).or(rebuilt).or_else(|| {
         if let Some(t) = &r.truncated {
             Some(format!(
                 "a torn write at the log's end ({}) is to be cut",

@@ -31,9 +31,11 @@ pub struct RecoveryReport {
     pub events_recovered: u64,
     /// The torn frame truncated from the tail, if any.
     pub truncated: Option<BadFrame>,
-    /// A salvage found the log ending before the position its last writer had published as
-    /// durable (`ACKED`): acknowledged frames were missing, and the store goes on from where
-    /// the log ends ([`crate::error::OpenError::AcknowledgedLost`] without salvage).
+    /// The log ends before the position its last writer had published as durable (`ACKED`):
+    /// acknowledged frames are missing. A salvage goes on from where the log ends; a
+    /// read-only open with no live writer reports it (and `recovery_pending` says it);
+    /// a read-write open without salvage refuses
+    /// ([`crate::error::OpenError::AcknowledgedLost`]).
     pub acknowledged_lost: Option<AcknowledgedLoss>,
     /// Zero bytes after the log's end that a writer preallocated and did not get to cut
     /// (it did not close; format-spec.md §2): not damage, and not counted in `truncated`.
@@ -188,7 +190,7 @@ pub(crate) fn recover(input: RecoveryInput<'_>) -> Result<Recovered, OpenError> 
     if let Some(published) = input.acked
         && lost_acknowledged(input.segments, &numbers, published, log_end)
     {
-        if !salvage {
+        if !salvage && input.writable {
             return Err(OpenError::AcknowledgedLost {
                 end: log_end,
                 published,

@@ -441,6 +441,18 @@ fn a_log_cut_below_the_position_its_writer_published_is_refused_and_salvage_acce
         assert_eq!(std::fs::metadata(dir.path().join(SEG)).unwrap().len(), cut);
         // A read-only verify names the loss (not a pending cut of never-acknowledged bytes).
         let reader = Store::open(dir.path(), Config::default().read_only(true)).unwrap();
+        let opened = reader.recovery_report();
+        let seen = opened
+            .acknowledged_lost
+            .expect("the read-only open reports the loss");
+        assert_eq!((seen.end, seen.published), (end, published), "cut at {cut}");
+        assert!(
+            opened
+                .recovery_pending
+                .as_deref()
+                .is_some_and(|p| p.contains("acknowledged frames are missing")),
+            "{opened:?}"
+        );
         let report = reader.verify().unwrap();
         let lost = report.acknowledged_lost.expect("verify reports the loss");
         assert_eq!((lost.end, lost.published), (end, published), "cut at {cut}");
