@@ -36,6 +36,7 @@ pub mod dataset;
 pub mod faithful;
 pub mod fold;
 pub mod gc;
+pub mod handoff;
 pub mod peers;
 pub mod readers;
 mod reopen;
@@ -151,7 +152,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// One append measurement.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct AppendRow {
     /// Peer name.
     pub peer: String,
@@ -307,12 +308,12 @@ pub struct TargetRow {
     pub target: String,
     /// The measured value, in words.
     pub measured: String,
-    /// `true` met, `false` missed, `null` not measured in this run.
+    /// `true` met, `false` missed, `null` not measured in this run (or a row that informs only).
     pub met: Option<bool>,
 }
 
 /// The machine the run was on.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Machine {
     /// Logical CPUs.
     pub nproc: usize,
@@ -322,10 +323,12 @@ pub struct Machine {
     pub disk: String,
     /// Operating system.
     pub os: String,
+    /// What one thread waking another costs here, measured before the append rows.
+    pub handoff: Option<handoff::Handoff>,
 }
 
 /// The workload's figures.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct WorkloadInfo {
     /// Events per turn.
     pub events_per_turn: u64,
@@ -338,7 +341,7 @@ pub struct WorkloadInfo {
 }
 
 /// Everything a run measured (what `--json` writes).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Results {
     /// The results format version.
     pub format: u32,
@@ -440,7 +443,9 @@ fn run_all(args: &BenchArgs) -> BenchResult<()> {
         sample.iter().map(|e| event_json(e).len()).sum::<usize>() as f64 / sample.len() as f64;
     drop(sample);
 
+    let mut machine = machine;
     let append = if ctx.section("append") {
+        machine.handoff = Some(handoff::measure(if args.quick { 2_000 } else { 20_000 }));
         append::append_section(&mut ctx)?
     } else {
         Vec::new()

@@ -63,6 +63,7 @@ pub fn machine(dir: &Path) -> Machine {
         cpu,
         disk: disk_of(dir),
         os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+        handoff: None,
     }
 }
 
@@ -195,6 +196,17 @@ pub fn markdown(r: &Results) -> String {
         r.workload.seed,
         r.seconds
     );
+    if let Some(h) = &m.handoff {
+        let _ = writeln!(
+            s,
+            "A thread hand-off (one thread waking another, {} times): {:.1} us wall{} each.\n",
+            h.handoffs,
+            h.wall_us,
+            h.cpu_us
+                .map(|c| format!(", {c:.1} us of CPU"))
+                .unwrap_or_default()
+        );
+    }
     if !r.append.is_empty() {
         let _ = writeln!(
             s,
@@ -370,7 +382,7 @@ pub fn markdown(r: &Results) -> String {
             let met = match t.met {
                 Some(true) => "yes",
                 Some(false) => "**no**",
-                None => "not measured",
+                None => "-",
             };
             let _ = writeln!(
                 s,

@@ -81,6 +81,9 @@ pub fn issue16(r: &Results) -> Vec<TargetRow> {
         }
     }
     vs_raw(&mut out, 64, Mode::PerEvent, 0.5, "coalesced ceiling");
+    if let Some(row) = syncing_floor(r) {
+        out.push(row);
+    }
     out.push(TargetRow {
         name: "instructions per appended event".into(),
         target: "<= 8k (callgrind of `bench/examples/append_profile.rs`)".into(),
@@ -168,4 +171,84 @@ pub fn issue16(r: &Results) -> Vec<TargetRow> {
             .map(|(d, j)| d.bytes_per_event <= j.bytes_per_event),
     });
     out
+}
+
+/// The floor under the 64-sessions-syncing row on this machine: every durable append blocks
+/// its thread until the writer wakes it, so each event costs one hand-off (measured in this
+/// run) on top of sessionlog's own work per event (its CPU per event at 64 sessions' flush
+/// points, where a thread blocks once per flush group instead).
+fn syncing_floor(r: &Results) -> Option<TargetRow> {
+    let handoff = r.machine.handoff?;
+    let handoff_cpu = handoff.cpu_us?;
+    let own = find(r, "sessionlog", 64, &Mode::FlushPoints.name())?.cpu_us_per_event?;
+    let raw = find(r, "raw-disk", 64, &Mode::PerEvent.name())?;
+    let cores = r.machine.nproc.max(1) as f64;
+    let most = cores * 1e6 / (handoff_cpu + own);
+    Some(TargetRow {
+        name: "append, sync per event, 64 session(s): the floor on this machine".into(),
+        target: "(what the row above can reach here at most)".into(),
+        measured: format!(
+            "a thread hand-off costs {handoff_cpu:.1} us of CPU ({:.1} us wall); with \
+             sessionlog's {own:.1} us per event at 64 sessions' flush points, {} cores allow \
+             at most {}/s, {:.0}% of the ceiling",
+            handoff.wall_us,
+            r.machine.nproc,
+            rate(most),
+            100.0 * most / raw.events_per_sec
+        ),
+        met: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handoff::Handoff;
+    use crate::{AppendRow, Machine};
+
+    fn row(peer: &str, sessions: usize, mode: Mode, eps: f64, cpu: Option<f64>) -> AppendRow {
+        AppendRow {
+            peer: peer.into(),
+            sessions,
+            mode: mode.name(),
+            events_per_sec: eps,
+            cpu_us_per_event: cpu,
+            ..AppendRow::default()
+        }
+    }
+
+    #[test]
+    fn the_syncing_floor_is_the_cores_over_a_hand_off_and_the_own_work() {
+        let mut r = Results {
+            machine: Machine {
+                nproc: 2,
+                handoff: Some(Handoff {
+                    handoffs: 100,
+                    wall_us: 25.0,
+                    cpu_us: Some(12.0),
+                }),
+                ..Machine::default()
+            },
+            append: vec![
+                row("sessionlog", 64, Mode::FlushPoints, 150_000.0, Some(8.0)),
+                row("raw-disk", 64, Mode::PerEvent, 400_000.0, Some(1.0)),
+            ],
+            ..Results::default()
+        };
+        let floor = syncing_floor(&r).expect("every input is there");
+        // 2 cores / (12 + 8) us = 100k events/s, a quarter of the ceiling.
+        assert!(
+            floor.measured.contains("12.0 us of CPU (25.0 us wall)")
+                && floor.measured.contains("8.0 us per event")
+                && floor
+                    .measured
+                    .contains("at most 100.0k/s, 25% of the ceiling"),
+            "{}",
+            floor.measured
+        );
+        assert_eq!(floor.met, None);
+        // Without the hand-off's CPU time there is no floor to state.
+        r.machine.handoff = r.machine.handoff.map(|h| Handoff { cpu_us: None, ..h });
+        assert!(syncing_floor(&r).is_none());
+    }
 }
