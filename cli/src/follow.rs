@@ -51,7 +51,8 @@ fn notice(text: &str) {
 /// `show SESSION --follow [--json]`.
 pub fn show_follow(store_dir: &Path, args: &ShowArgs) -> CliResult {
     let store = open_for_reading(store_dir)?;
-    let id = args.session.as_str();
+    let id = crate::output::session_id(&store, &args.session);
+    let id = id.as_str();
     let Some(info) = store.session_info(id) else {
         return Err(format!(
             "session \"{}\" is not in the store {}; `sessionlog list` shows the sessions",

@@ -132,7 +132,8 @@ fn session_json(s: &SessionInfo) -> serde_json::Value {
 /// `show SESSION [--events|--messages|--surface] [--json]`
 pub fn show(store_dir: &Path, args: &ShowArgs) -> CliResult {
     let store = open_for_reading(store_dir)?;
-    let id = args.session.as_str();
+    let id = crate::output::session_id(&store, &args.session);
+    let id = id.as_str();
     let Some(info) = store.sessions().into_iter().find(|s| s.header.id == id) else {
         return Err(format!(
             "session \"{}\" is not in the store {}; `sessionlog list` shows the sessions",

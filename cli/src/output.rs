@@ -57,6 +57,66 @@ pub fn human(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// The inverse of [`human`]: `s` with its `\n`, `\r`, `\t` and `\u{XX}` escapes read back;
+/// `None` when it holds none (other backslashes stay as they are).
+///
+/// ```
+/// use crate::unhuman;
+/// assert_eq!(unhuman("a\\u{0}b").as_deref(), Some("a\0b"));
+/// assert_eq!(unhuman("a\\nb\\u{202e}").as_deref(), Some("a\nb\u{202e}"));
+/// assert_eq!(unhuman("plain\\x"), None);
+/// ```
+pub fn unhuman(s: &str) -> Option<String> {
+    let mut out = String::with_capacity(s.len());
+    let mut changed = false;
+    let mut rest = s;
+    while let Some(at) = rest.find('\\') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        let (c, len) = match tail.as_bytes().get(1) {
+            Some(b'n') => (Some('\n'), 2),
+            Some(b'r') => (Some('\r'), 2),
+            Some(b't') => (Some('\t'), 2),
+            Some(b'u') if tail.as_bytes().get(2) == Some(&b'{') => match tail.find('}') {
+                Some(end) => (
+                    u32::from_str_radix(&tail[3..end], 16)
+                        .ok()
+                        .and_then(char::from_u32),
+                    end + 1,
+                ),
+                None => (None, 1),
+            },
+            _ => (None, 1),
+        };
+        match c {
+            Some(c) => {
+                out.push(c);
+                changed = true;
+                rest = &tail[len..];
+            }
+            None => {
+                out.push('\\');
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    changed.then_some(out)
+}
+
+/// A session id named on the command line, as the store knows it: `id` itself when the store
+/// has it, else `id` read back from the escapes `list` prints ([`human`]) when the store has
+/// that (an id with a control character, e.g. a NUL, can be named as it is listed).
+pub fn session_id(store: &sessionlog::Store, id: &str) -> String {
+    if store.session_info(id).is_none()
+        && let Some(listed) = unhuman(id)
+        && store.session_info(&listed).is_some()
+    {
+        return listed;
+    }
+    id.to_owned()
+}
+
 /// [`human`] cut to at most `max` characters: when it is longer, its start (whole escapes,
 /// never half of `\u{1b}`) and an ellipsis, then with `keep_end` a third of the room for its
 /// end (so ids that differ only at the end stay apart).

@@ -39,6 +39,11 @@ pub struct RetainArgs {
 pub fn delete(store_dir: &Path, sessions: &[String], erase: bool) -> CliResult {
     check_is_store(store_dir)?;
     let store = Store::open(store_dir, Config::default())?;
+    let sessions: Vec<String> = sessions
+        .iter()
+        .map(|id| crate::output::session_id(&store, id))
+        .collect();
+    let sessions = &sessions[..];
     let missing: Vec<&String> = sessions
         .iter()
         .filter(|id| store.session_info(id).is_none())

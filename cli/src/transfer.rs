@@ -256,6 +256,11 @@ pub fn export(store_dir: &Path, args: &ExportArgs) -> CliResult {
         );
     }
     let store = open_for_reading(store_dir)?;
+    let sessions: Vec<String> = args
+        .sessions
+        .iter()
+        .map(|id| crate::output::session_id(&store, id))
+        .collect();
     let layout = match args.format {
         ExportFormat::Sqlite(_) => ExportLayout::File,
         _ if args.sessions.len() == 1 && !args.out.is_dir() => ExportLayout::File,
@@ -264,7 +269,7 @@ pub fn export(store_dir: &Path, args: &ExportArgs) -> CliResult {
     let bar = Progress::for_transfer("export");
     let report = sessionlog::export(
         &store,
-        &args.sessions,
+        &sessions,
         &args.out,
         args.format,
         layout,

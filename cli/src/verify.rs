@@ -90,6 +90,11 @@ fn open(dir: &Path) -> Result<(Store, Vec<String>, bool), Box<dyn std::error::Er
 /// Runs the checks and prints the report; exit 0 when clean, 1 with problems.
 pub fn verify(store_dir: &Path, only: &[String]) -> CliResult {
     let (store, mut problems, opened_salvaging) = open(store_dir)?;
+    let only: Vec<String> = only
+        .iter()
+        .map(|id| crate::output::session_id(&store, id))
+        .collect();
+    let only = &only[..];
     for id in only {
         if store.len(id).is_none() {
             return Err(format!(

@@ -379,6 +379,22 @@ fn torn_tail_vectors() {
 
 #[test]
 fn header_vectors() {
+    // A header without `delegationDepth` (dsh's JSONL writes and requires it) says what is
+    // missing, not that a value is wrong; a present but negative one says that.
+    let e = refusal("{\"type\":\"session\",\"version\":0,\"id\":\"s\",\"createdAt\":1}\n");
+    assert!(
+        e.to_string()
+            .contains("delegationDepth is missing (dsh's JSONL header requires it)"),
+        "{e}"
+    );
+    let e = refusal(
+        "{\"type\":\"session\",\"version\":0,\"id\":\"s\",\"createdAt\":1,\"delegationDepth\":-1}\n",
+    );
+    assert!(
+        e.to_string()
+            .contains("delegationDepth is not a non-negative safe integer"),
+        "{e}"
+    );
     let e = refusal("42\n");
     assert!(matches!(e, JsonlReadError::NotAHeader { .. }), "{e:?}");
     assert!(

@@ -825,3 +825,42 @@ fn a_last_segment_cut_below_what_its_writer_acknowledged_is_refused_then_salvage
     ok(&cli(&store, &["recover"]));
     ok(&cli(&store, &["verify"]));
 }
+
+#[test]
+fn a_session_id_with_control_characters_is_named_as_list_prints_it() {
+    let _serial = crate::serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("nul.jsonl");
+    std::fs::write(
+        &src,
+        "{\"type\":\"session\",\"version\":0,\"id\":\"a\\u0000b\\nc\",\"createdAt\":1767225600000,\"delegationDepth\":0}\n\
+         {\"type\":\"turn/start\",\"seq\":0,\"time\":1767225600001,\"data\":{\"turn\":1}}\n",
+    )
+    .unwrap();
+    let store = tmp.path().join("store");
+    ok(&cli(&store, &["import", s(&src)]));
+    let listed = ok(&cli(&store, &["list"]));
+    let shown = r"a\u{0}b\nc";
+    assert!(listed.contains(shown), "{listed}");
+    let summary = ok(&cli(&store, &["show", shown]));
+    assert!(summary.contains("events             1"), "{summary}");
+    let events = ok(&cli(&store, &["show", shown, "--events", "--json"]));
+    assert!(events.contains("\"seq\":0"), "{events}");
+    assert!(ok(&cli(&store, &["verify", shown])).contains("clean"));
+    let out_file = tmp.path().join("out.jsonl");
+    ok(&cli(
+        &store,
+        &["export", "--format", "jsonl", "--out", s(&out_file), shown],
+    ));
+    let exported = std::fs::read_to_string(&out_file).unwrap();
+    assert!(
+        exported.starts_with("{\"type\":\"session\",\"version\":0,\"id\":\"a\\u0000b\\nc\""),
+        "{exported}"
+    );
+    // An escape naming no session is still an unknown id, shown as typed.
+    let o = cli(&store, &["show", r"a\u{1}b\nc"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err(&o).contains("is not in the store"), "{}", err(&o));
+    ok(&cli(&store, &["delete", shown]));
+    assert!(listed_ids(&store).is_empty());
+}

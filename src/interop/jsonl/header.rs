@@ -74,6 +74,9 @@ pub fn parse_header_line(
     let non_negative = |key: &str, required: bool| -> Result<Option<u64>, JsonlReadError> {
         match obj.get(key) {
             None if !required => Ok(None),
+            None => Err(not_header(format!(
+                "{key} is missing (dsh's JSONL header requires it)"
+            ))),
             Some(v) if !is_negative_zero(v) => v
                 .as_u64()
                 .map(Some)
