@@ -88,6 +88,11 @@ pub fn retain(store_dir: &Path, args: &RetainArgs) -> CliResult {
     }
     for id in &args.pin {
         policy = policy.pin(id.clone());
+        // Also the id `list` printed this as (control characters escaped): pinning one that
+        // is not in the store protects nothing and evicts nothing.
+        if let Some(listed) = crate::output::unhuman(id) {
+            policy = policy.pin(listed);
+        }
     }
     if policy.is_unlimited() {
         return Err(

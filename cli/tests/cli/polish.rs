@@ -861,6 +861,13 @@ fn a_session_id_with_control_characters_is_named_as_list_prints_it() {
     let o = cli(&store, &["show", r"a\u{1}b\nc"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(err(&o).contains("is not in the store"), "{}", err(&o));
+    // Pinned as listed, it survives a retention that evicts everything else.
+    let o = ok(&cli(
+        &store,
+        &["retain", "--max-sessions", "0", "--pin", shown],
+    ));
+    assert!(o.contains("0 session(s) evicted"), "{o}");
+    assert_eq!(listed_ids(&store).len(), 1);
     ok(&cli(&store, &["delete", shown]));
     assert!(listed_ids(&store).is_empty());
 }
