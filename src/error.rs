@@ -528,10 +528,9 @@ pub enum AppendError {
     /// index) or its own bookkeeping broke. Reported wrapped in [`AppendError::PreviousIo`].
     #[error("the writer failed: {0}")]
     Writer(String),
-    /// The store closed cleanly, but its replicator ([`Config::replicate`]) could not ship
-    /// everything acknowledged to the object store in time (the log on disk is complete).
-    ///
-    /// [`Config::replicate`]: crate::store::Config::replicate
+    /// The store closed cleanly, but its replicator (`Config::replicate`, feature
+    /// `replicate`) could not ship everything acknowledged to the object store in time (the
+    /// log on disk is complete).
     #[error(
         "the store is closed, but its replicator could not ship everything acknowledged ({0}); run `sessionlog replicate --to URL DIR` to ship the rest"
     )]

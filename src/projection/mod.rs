@@ -257,7 +257,7 @@ pub enum ApplyError {
         /// The event's seq.
         seq: Seq,
     },
-    /// The states were made by another [`ProjectionSet`].
+    /// The states were made by another set of projections (`ProjectionSet`).
     #[error(
         "the session's projection states do not belong to this projection set (expected keys {expected:?}, found {found:?})"
     )]

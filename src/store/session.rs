@@ -330,7 +330,7 @@ impl Store {
     }
 
     /// Deletes the sessions `ids` as one operation: after a crash at any byte every delete
-    /// is in the log, or none (as [`Store::append_batch`]). Refused with
+    /// is in the log, or none (as a batch of appends). Refused with
     /// [`AppendError::NoSuchSession`], nothing written, when an id names no live session.
     pub fn delete_sessions(&self, ids: &[&str]) -> Result<Receipt, AppendError> {
         self.delete_all(ids, |_, _| Ok::<(), AppendError>(()))

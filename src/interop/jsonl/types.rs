@@ -126,7 +126,8 @@ pub enum JsonlReadError {
         /// What was found.
         detail: String,
     },
-    /// Decompression would exceed [`ReadOptions::max_decompressed_bytes`].
+    /// Decompression would exceed the reader's limit on decompressed bytes
+    /// (`ReadOptions::max_decompressed_bytes`).
     #[error("decompressed session log exceeds the limit of {limit} bytes")]
     DecompressedTooLarge {
         /// The limit.
