@@ -7,9 +7,23 @@ const path = require('node:path');
 const { Store, SessionlogError } = require('..');
 const { tempDir, meta, turn } = require('./helpers.js');
 
+/**
+ * Bytes of the segment files. A background GC may be writing a compacted copy (`.gc`) and
+ * renaming it over its segment meanwhile: copies are not segments yet, and a file gone
+ * between the listing and its `stat` holds nothing.
+ */
 function segmentsSize(dir) {
   const segs = path.join(dir, 'segments');
-  return fs.readdirSync(segs).reduce((n, f) => n + fs.statSync(path.join(segs, f)).size, 0);
+  let n = 0;
+  for (const f of fs.readdirSync(segs)) {
+    if (!f.endsWith('.seg')) continue;
+    try {
+      n += fs.statSync(path.join(segs, f)).size;
+    } catch (e) {
+      if (e.code !== 'ENOENT') throw e;
+    }
+  }
+  return n;
 }
 
 /** Twelve sessions of 40 turns with big (but very compressible) messages, over many small segments. */
