@@ -255,6 +255,10 @@ pub enum OpenError {
         path: PathBuf,
         /// Why.
         reason: String,
+        /// The position the last writer published as durable (`ACKED`), when the log's files
+        /// end before it: acknowledged frames are missing, and a read-write open refuses
+        /// ([`OpenError::AcknowledgedLost`]) instead of rebuilding.
+        acknowledged: Option<LogPosition>,
     },
     /// The configuration is invalid.
     #[error("invalid configuration: {0}")]

@@ -368,12 +368,6 @@ pub(crate) fn only_creation_files(dir: &std::path::Path) -> bool {
     any
 }
 
-/// Whether a read-only open's `NeedsRepair` reason says the log lost frames its last writer
-/// had acknowledged (the library's diagnosis from `ACKED`).
-fn acknowledged_missing(reason: &str) -> bool {
-    reason.contains("acknowledged frames are missing")
-}
-
 /// Opens the store for reading (shared with other readers), creating nothing.
 fn open_for_reading(dir: &std::path::Path) -> Result<Store, Box<dyn std::error::Error>> {
     check_is_store(dir)?;
@@ -383,7 +377,11 @@ fn open_for_reading(dir: &std::path::Path) -> Result<Store, Box<dyn std::error::
             note_pending(&store);
             Ok(store)
         }
-        Err(sessionlog::OpenError::NeedsRepair { reason, .. }) if acknowledged_missing(&reason) => {
+        Err(sessionlog::OpenError::NeedsRepair {
+            reason,
+            acknowledged: Some(_),
+            ..
+        }) => {
             Err(format!(
                 "the index of {} needs rebuilding ({reason}); `sessionlog recover` refuses to cut \
                  acknowledged frames; `sessionlog recover --salvage` accepts the loss, or restore the store from a backup",

@@ -67,7 +67,11 @@ fn open(dir: &Path) -> Result<(Store, Vec<String>, bool), Box<dyn std::error::Er
             }
             Ok((store, problems, true))
         }
-        Err(OpenError::NeedsRepair { reason, .. }) if super::acknowledged_missing(&reason) => {
+        Err(OpenError::NeedsRepair {
+            reason,
+            acknowledged: Some(_),
+            ..
+        }) => {
             Err(format!(
                 "the index of {} needs rebuilding ({reason}); verify never modifies the store — \
                  `sessionlog recover` refuses to cut acknowledged frames; `sessionlog recover --salvage` accepts the loss, or restore the store from a backup",

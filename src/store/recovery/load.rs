@@ -50,7 +50,8 @@ pub(super) fn load_index(
         // damaged, not a crash; it is refused rather than silently rebuilt (an older version
         // was already replaced by an index built in memory, see `Store::open`).
         if !input.writable || !input.index_writable {
-            let reason = match acknowledged_beyond(input, numbers) {
+            let acknowledged = acknowledged_beyond(input, numbers);
+            let reason = match acknowledged {
                 Some(published) => format!(
                     "{reason}; its last writer had published every frame up to {published} as durable: acknowledged frames are missing"
                 ),
@@ -59,6 +60,7 @@ pub(super) fn load_index(
             return Err(OpenError::NeedsRepair {
                 path: input.store_dir.to_path_buf(),
                 reason,
+                acknowledged,
             });
         }
         input.index.clear()?;
