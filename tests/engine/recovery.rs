@@ -429,6 +429,22 @@ fn a_log_cut_below_the_position_its_writer_published_is_refused_and_salvage_acce
         copy_store(base.path(), dir.path());
         std::fs::copy(base.path().join("ACKED"), dir.path().join("ACKED")).unwrap();
         truncate_segment(dir.path(), cut);
+        // Read-only, the index ahead of the log is refused, naming the published position.
+        match Store::open(dir.path(), Config::default().read_only(true)) {
+            Err(OpenError::NeedsRepair {
+                acknowledged,
+                reason,
+                ..
+            }) => {
+                assert_eq!(acknowledged, Some(published), "cut at {cut}");
+                assert!(
+                    reason.contains("acknowledged frames are missing"),
+                    "{reason}"
+                );
+            }
+            Err(other) => panic!("cut at {cut}: expected NeedsRepair, got {other}"),
+            Ok(_) => panic!("cut at {cut}: a read-only open served an index ahead of its log"),
+        }
         match Store::open(dir.path(), config(Durability::Sync)) {
             Err(OpenError::AcknowledgedLost {
                 end: e,
