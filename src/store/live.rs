@@ -121,6 +121,15 @@ fn read_published_settled(dir: &Path) -> Option<Published> {
     None
 }
 
+/// The position the last writer published as durable in `ACKED`, when no writer holds the
+/// store (a live writer moves it); `None` also when `ACKED` is missing or does not check.
+pub(crate) fn published_without_writer(dir: &Path) -> Result<Option<LogPosition>, OpenError> {
+    if writer_alive(dir)? {
+        return Ok(None);
+    }
+    Ok(read_published(dir).map(|p| p.position))
+}
+
 /// True when a writer process holds the store's `LOCK`. The probe takes the lock shared for
 /// an instant (a writer that opens meanwhile retries, see `StoreLock::acquire`); it never
 /// creates the file.

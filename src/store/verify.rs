@@ -315,10 +315,10 @@ impl Store {
     /// The position the last writer published in `ACKED`, when no writer holds the store
     /// (a live writer moves it while a reader scans); `None` when there is none to trust.
     fn settled_acked(&self) -> Result<Option<LogPosition>, OpenError> {
-        if self.committer.is_some() || live::writer_alive(&self.dir)? {
+        if self.committer.is_some() {
             return Ok(None);
         }
-        Ok(live::read_published(&self.dir).map(|p| p.position))
+        live::published_without_writer(&self.dir)
     }
 
     /// Cross-checks the index against the log (format-spec.md §7): redb's integrity check on

@@ -107,10 +107,7 @@ fn index_version_problem(
 /// alive and the log's files end before it (a read-only open's diagnosis; a writable open
 /// compares it with the scanned log in phase 4).
 fn acknowledged_beyond(input: &RecoveryInput<'_>, numbers: &[u64]) -> Option<LogPosition> {
-    if super::super::live::writer_alive(input.store_dir).unwrap_or(true) {
-        return None;
-    }
-    let published = super::super::live::read_published(input.store_dir)?.position;
+    let published = super::super::live::published_without_writer(input.store_dir).ok()??;
     let last = numbers.last().copied().unwrap_or(0);
     let end = LogPosition {
         segment: last,
