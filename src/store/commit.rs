@@ -257,12 +257,17 @@ struct State {
 
 /// A durable append is acknowledged once its frame is synced; the index commit of a small
 /// batch may wait for a later commit, so a stream of durable appends or flushes pays one redb
-/// commit per this many index entries instead of one per sync (a redb commit costs about
-/// 260k instructions besides its entries: at dsh's flush points, 64 entries made it 5.9k
-/// instructions per event, 1024 make it 2.4k). Reads are served from `pending` meanwhile,
-/// recovery re-indexes what a crash leaves unindexed, and a checkpoint, a close, or any
-/// request that needs the index current commits it.
-const MAX_DEFERRED_INDEX_ENTRIES: usize = 1024;
+/// commit per this many index entries instead of one per sync. Reads are served from
+/// `pending` meanwhile, recovery re-indexes what a crash leaves unindexed (the deferred
+/// entries are never on disk, so they do not lengthen the tail a crash leaves: that is
+/// [`super::Config::checkpoint_bytes`]), and a checkpoint, a close, or any request that needs
+/// the index current commits it.
+///
+/// A redb commit costs about 260k instructions besides its entries, and its first insert into
+/// each leaf copies the leaf: with 64 sessions syncing every event (one entry per event, in 64
+/// places of the tree), the index cost 12.4k instructions per event at 1,024 entries per
+/// commit and 8.2k at 4,096 (callgrind, `sync_sessions 64 300`; benches/README.md, run 13).
+const MAX_DEFERRED_INDEX_ENTRIES: usize = 4096;
 
 /// The deferred entries' events stay in memory (`pending`) until committed: a deferral also
 /// stops once their records reach this many bytes (large events defer fewer entries).
