@@ -3,7 +3,9 @@
 //! Prints events/s and the CPU time per event (user and system, all threads). `FLUSH=1`: a `Buffered` store, each session flushing at dsh's flush
 //! points (the bench's "flush points" rows). `PREALLOCATE=BYTES` sets
 //! `Config::preallocate_bytes`; `COMPRESS_THRESHOLD=BYTES` sets `Config::compress_threshold`
-//! (a huge value writes every frame uncompressed).
+//! (a huge value writes every frame uncompressed); `DEFERRED=N` sets
+//! `Config::deferred_index_entries`. Also prints the latency of one append (with its flush,
+//! if any) at the 50th, 99th and 99.9th percentiles and the longest.
 
 use std::time::Instant;
 
@@ -37,6 +39,9 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     {
         config = config.compress_threshold(bytes);
     }
+    if let Some(entries) = std::env::var("DEFERRED").ok().and_then(|v| v.parse().ok()) {
+        config = config.deferred_index_entries(entries);
+    }
     let store = Store::open(dir.path(), config)?;
     let work: Vec<_> = (0..sessions)
         .map(|i| generate_events(&WorkloadConfig::default(), i, per))
@@ -46,6 +51,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     }
     let cpu_before = own_cpu_seconds();
     let start = Instant::now();
+    let mut latencies: Vec<std::time::Duration> = Vec::new();
     std::thread::scope(
         |s| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             let handles: Vec<_> = work
@@ -53,21 +59,24 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 .enumerate()
                 .map(|(i, events)| {
                     let store = &store;
-                    s.spawn(move || -> Result<(), sessionlog::AppendError> {
+                    s.spawn(move || -> Result<_, sessionlog::AppendError> {
                         let id = session_id(i as u64);
+                        let mut took = Vec::with_capacity(events.len());
                         for e in events {
                             let at_flush_point = flush && is_flush_point(&e.kind);
+                            let started = Instant::now();
                             store.append(&id, e)?;
                             if at_flush_point {
                                 store.flush()?;
                             }
+                            took.push(started.elapsed());
                         }
-                        Ok(())
+                        Ok(took)
                     })
                 })
                 .collect();
             for h in handles {
-                h.join().map_err(|_| "a thread panicked")??;
+                latencies.extend(h.join().map_err(|_| "a thread panicked")??);
             }
             Ok(())
         },
@@ -87,6 +96,18 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             sys * 1e6 / total as f64
         ))
         .unwrap_or_default()
+    );
+    latencies.sort_unstable();
+    let at = |q: f64| {
+        let i = ((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1));
+        latencies.get(i).map_or(0.0, |d| d.as_secs_f64() * 1e6)
+    };
+    println!(
+        "latency per append: p50 {:.0} us, p99 {:.0} us, p99.9 {:.0} us, max {:.0} us",
+        at(0.5),
+        at(0.99),
+        at(0.999),
+        at(1.0)
     );
     store.close()?;
     Ok(())

@@ -41,6 +41,9 @@ pub(crate) struct CommitConfig {
     pub compress_threshold: usize,
     pub zstd_level: i32,
     pub checkpoint_bytes: u64,
+    /// Index entries of durable appends that may wait for one commit
+    /// (`Config::deferred_index_entries`).
+    pub deferred_index_entries: usize,
     /// The payload size a frame is filled to (a record larger than this goes alone).
     pub frame_bytes: usize,
     /// The largest record accepted (`Config::max_frame_bytes`): no frame exceeds it.
@@ -239,7 +242,8 @@ struct State {
     index_dirty: bool,
     oldest_unsynced: Option<Instant>,
     /// Index entries of synced frames whose commit was deferred (see
-    /// [`MAX_DEFERRED_INDEX_ENTRIES`]); their events stay in `pending` until committed.
+    /// [`CommitConfig::deferred_index_entries`]); their events stay in `pending` until
+    /// committed.
     carry: IndexBatch,
     /// The `pending` keys of the events in `carry`.
     carry_keys: Vec<(u64, Seq)>,
@@ -251,23 +255,11 @@ struct State {
     spare: Vec<Staged>,
     /// Events taken out of `pending` once indexed, for the appenders that stage next to drop.
     retired: Retired,
+    /// Index commits running after their batch was acknowledged (see [`Committer::turn`]).
+    indexing: u32,
     /// Threads waiting for the committer.
     waiters: Waiters,
 }
-
-/// A durable append is acknowledged once its frame is synced; the index commit of a small
-/// batch may wait for a later commit, so a stream of durable appends or flushes pays one redb
-/// commit per this many index entries instead of one per sync. Reads are served from
-/// `pending` meanwhile, recovery re-indexes what a crash leaves unindexed (the deferred
-/// entries are never on disk, so they do not lengthen the tail a crash leaves: that is
-/// [`super::Config::checkpoint_bytes`]), and a checkpoint, a close, or any request that needs
-/// the index current commits it.
-///
-/// A redb commit costs about 260k instructions besides its entries, and its first insert into
-/// each leaf copies the leaf: with 64 sessions syncing every event (one entry per event, in 64
-/// places of the tree), the index cost 12.4k instructions per event at 1,024 entries per
-/// commit and 8.2k at 4,096 (callgrind, `sync_sessions 64 300`; benches/README.md, run 13).
-const MAX_DEFERRED_INDEX_ENTRIES: usize = 4096;
 
 /// The deferred entries' events stay in memory (`pending`) until committed: a deferral also
 /// stops once their records reach this many bytes (large events defer fewer entries).
@@ -322,6 +314,23 @@ impl State {
     }
 }
 
+/// After an index commit: retires the committed events and keeps the emptied buffers for the
+/// next leader to fill without regrowing them (when no deferral holds its own).
+fn retire_batch(st: &mut State, mut batch: IndexBatch, mut keys: Vec<(u64, Seq)>) {
+    for key in &keys {
+        st.retire(key);
+    }
+    if batch.capacity() <= MAX_SPARE_BATCH_ENTRIES
+        && st.carry.is_empty()
+        && st.carry_keys.is_empty()
+    {
+        batch.clear();
+        keys.clear();
+        st.carry = batch;
+        st.carry_keys = keys;
+    }
+}
+
 /// The group-commit writer.
 #[derive(Debug)]
 pub(crate) struct Committer {
@@ -339,6 +348,11 @@ pub(crate) struct Committer {
     publisher: std::sync::OnceLock<Arc<super::live::Publisher>>,
     /// Set with `State::failed`: read without the lock by [`Committer::refuse_if_failed`].
     has_failed: std::sync::atomic::AtomicBool,
+    /// The index's turn: held by whoever commits the index, taken in leader order. A leader
+    /// whose batch fills the deferred entries acknowledges its batch first and commits them
+    /// after, holding this but no longer the leader role, so the next batch is written and
+    /// synced meanwhile. Holds the failure of such a commit, which every later turn refuses.
+    turn: Mutex<Option<WriteFailure>>,
 }
 
 /// Directories whose entries must be durable before the first frame is written.
@@ -352,6 +366,18 @@ pub(crate) struct DirSyncs {
     pub best_effort: Vec<std::path::PathBuf>,
 }
 
+/// What became of a written batch's index entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Indexed {
+    /// Committed with the batch.
+    Now,
+    /// Deferred to a later commit (kept in `State::carry`).
+    Deferred,
+    /// To be committed once the batch is acknowledged (the deferred entries are full and the
+    /// caller does not need the index): see [`Committer::turn`].
+    AfterAck,
+}
+
 /// How the leader treats one batch.
 #[derive(Debug, Clone, Copy)]
 struct Lead {
@@ -359,7 +385,7 @@ struct Lead {
     sync: bool,
     /// Commit the index durably.
     checkpoint: bool,
-    /// The index commit may be deferred (see [`MAX_DEFERRED_INDEX_ENTRIES`] and
+    /// The index commit may be deferred (see [`CommitConfig::deferred_index_entries`] and
     /// [`MAX_DEFERRED_INDEX_BYTES`]).
     may_defer: bool,
 }
@@ -405,6 +431,7 @@ impl Committer {
                 carry_bytes: 0,
                 spare: Vec::new(),
                 retired: Retired::default(),
+                indexing: 0,
                 waiters: Waiters::default(),
             }),
             segments,
@@ -413,6 +440,7 @@ impl Committer {
             dirs: Mutex::new(None),
             publisher: std::sync::OnceLock::new(),
             has_failed: std::sync::atomic::AtomicBool::new(false),
+            turn: Mutex::new(None),
             config,
         }
     }
@@ -474,6 +502,17 @@ impl Committer {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Takes the index's turn ([`Committer::turn`]), waiting for an index commit that runs
+    /// after its batch's acknowledgement; the failure of such a commit, if any. Never taken
+    /// while holding the state lock.
+    fn index_turn(&self) -> Result<MutexGuard<'_, Option<WriteFailure>>, WriteFailure> {
+        let turn = self.turn.lock().unwrap_or_else(|p| p.into_inner());
+        match turn.as_ref() {
+            Some(failure) => Err(failure.clone()),
+            None => Ok(turn),
+        }
+    }
+
     /// Waits until no leader runs and becomes it (`PreviousIo` when the writer failed). The
     /// caller clears `leader` and notifies when done.
     fn become_leader(&self) -> Result<MutexGuard<'_, State>, AppendError> {
@@ -508,6 +547,7 @@ impl Committer {
         let active = st.active.as_ref().map(|a| a.file.clone());
         drop(st);
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _turn = self.index_turn().map_err(AppendError::PreviousIo)?;
             if let Some(file) = active {
                 file.sync_data().map_err(AppendError::from)?;
             }
@@ -599,6 +639,7 @@ impl Committer {
             || st.bytes_since_checkpoint > 0
             || st.index_dirty
             || !st.carry.is_empty()
+            || st.indexing > 0
     }
 
     /// Bytes staged and not yet written.
@@ -652,8 +693,10 @@ impl Committer {
                 return Err(AppendError::PreviousIo(f.clone()));
             }
             let reached = st.reached(lsn, goal);
-            let unindexed =
-                !st.staged.ops.is_empty() || !st.dirty.is_empty() || !st.carry.is_empty();
+            let unindexed = !st.staged.ops.is_empty()
+                || !st.dirty.is_empty()
+                || !st.carry.is_empty()
+                || st.indexing > 0;
             // A segment recovery read without syncing is made durable by the first request
             // for durability, even with nothing staged: the store already serves its bytes.
             let unverified =
@@ -756,6 +799,19 @@ impl Committer {
             )))
         });
 
+        // Taken while this thread still leads, so index commits keep the batches' order.
+        let mut turn = None;
+        let result = match result {
+            Ok((written, checkpointed, Indexed::AfterAck)) => match self.index_turn() {
+                Ok(t) => {
+                    turn = Some(t);
+                    Ok((written, checkpointed, Indexed::AfterAck))
+                }
+                Err(failure) => Err(AppendError::PreviousIo(failure)),
+            },
+            other => other,
+        };
+
         let mut st = self.lock();
         st.leader = false;
         if let Some(a) = &active {
@@ -788,26 +844,26 @@ impl Committer {
                     staged.clear();
                     st.spare.push(staged);
                 }
-                if indexed {
-                    for key in &carry_keys {
-                        st.retire(key);
-                    }
-                    // The next leader fills the emptied buffers without regrowing them.
-                    if batch.capacity() <= MAX_SPARE_BATCH_ENTRIES {
-                        batch.clear();
-                        carry_keys.clear();
+                let mut after_ack = None;
+                match indexed {
+                    Indexed::Now => retire_batch(&mut st, batch, carry_keys),
+                    Indexed::Deferred => {
                         st.carry = batch;
                         st.carry_keys = carry_keys;
+                        st.carry_bytes = carried;
                     }
-                } else {
-                    st.carry = batch;
-                    st.carry_keys = carry_keys;
-                    st.carry_bytes = carried;
+                    Indexed::AfterAck => {
+                        st.indexing += 1;
+                        after_ack = Some((batch, carry_keys));
+                    }
                 }
                 let woken = self.to_wake(&mut st);
                 drop(st);
                 for cv in woken {
                     cv.notify_one();
+                }
+                if let (Some(turn), Some((batch, keys))) = (turn, after_ack) {
+                    self.index_after_ack(turn, batch, keys, watermark);
                 }
                 Ok(())
             }
@@ -816,6 +872,42 @@ impl Committer {
                 self.set_failed(&mut st, failure.clone());
                 self.wake(&mut st);
                 Err(AppendError::PreviousIo(failure))
+            }
+        }
+    }
+
+    /// Commits the index entries of an acknowledged batch, holding the index's turn but not
+    /// the leader role (see [`Committer::turn`]): non-durably, as a later deferral would
+    /// have. A failure fails the writer like a failed commit; the batch itself stays
+    /// acknowledged (its frames are synced, and a reopen indexes them).
+    fn index_after_ack(
+        &self,
+        mut turn: MutexGuard<'_, Option<WriteFailure>>,
+        batch: IndexBatch,
+        keys: Vec<(u64, Seq)>,
+        watermark: Watermark,
+    ) {
+        let committed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.index.commit(&batch, watermark, false)
+        }))
+        .unwrap_or_else(|_| {
+            Err(crate::error::IndexError::Damaged {
+                table: "index.redb",
+                detail: "redb panicked".into(),
+            })
+        });
+        let failure = committed
+            .err()
+            .map(|e| WriteFailure::from(AppendError::from(e)));
+        turn.clone_from(&failure);
+        drop(turn);
+        let mut st = self.lock();
+        st.indexing -= 1;
+        match failure {
+            None => retire_batch(&mut st, batch, keys),
+            Some(failure) => {
+                self.set_failed(&mut st, failure);
+                self.wake(&mut st);
             }
         }
     }
@@ -847,7 +939,7 @@ impl Committer {
 
     /// The leader's work, outside the lock: writes the encoded frames of a batch, syncs, and
     /// commits the index. Returns (bytes written, whether a durable index checkpoint was
-    /// committed, whether the index was committed at all).
+    /// committed, what became of the index entries).
     #[allow(clippy::too_many_arguments)]
     fn lead(
         &self,
@@ -859,7 +951,7 @@ impl Committer {
         batch: &mut IndexBatch,
         watermark: &mut Watermark,
         since_checkpoint: u64,
-    ) -> Result<(u64, bool, bool), AppendError> {
+    ) -> Result<(u64, bool, Indexed), AppendError> {
         let Lead {
             sync,
             checkpoint,
@@ -925,13 +1017,20 @@ impl Committer {
         let durable_index =
             sync && (checkpoint || since_checkpoint + written >= self.config.checkpoint_bytes);
         let entries = batch.sessions.len() + batch.events.len() + batch.ops.len();
-        if may_defer && sync && !durable_index && entries < MAX_DEFERRED_INDEX_ENTRIES {
-            return Ok((written, false, false));
+        if may_defer && sync && !durable_index {
+            return Ok(if entries < self.config.deferred_index_entries {
+                (written, false, Indexed::Deferred)
+            } else {
+                (written, false, Indexed::AfterAck)
+            });
         }
+        // Taken even with nothing to commit: a caller that needs the index current waits for
+        // the commit running after an acknowledgement.
+        let _turn = self.index_turn().map_err(AppendError::PreviousIo)?;
         if !batch.is_empty() || durable_index {
             self.index.commit(batch, *watermark, durable_index)?;
         }
-        Ok((written, durable_index, true))
+        Ok((written, durable_index, Indexed::Now))
     }
 }
 

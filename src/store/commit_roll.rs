@@ -20,7 +20,12 @@ impl Committer {
         let mut active = st.active.take();
         let next_segment = st.next_segment;
         drop(st);
+        // Held until the index commit below (index commits keep the leaders' order).
+        let turn = self.index_turn();
         let created = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if let Err(failure) = &turn {
+                return Err(AppendError::PreviousIo(failure.clone()));
+            }
             self.sync_deferred_dirs()?;
             let number = match active.as_mut() {
                 // An empty active segment (a rollover just made it): the watermark moves
@@ -74,6 +79,7 @@ impl Committer {
                 detail: "redb panicked".into(),
             })
         });
+        drop(turn);
         let mut st = self.lock();
         st.leader = false;
         st.next_segment = st.next_segment.max(number + 1);

@@ -71,6 +71,13 @@ pub struct Config {
     /// After this many log bytes, a sync makes the index commit durable (bounds the tail
     /// recovery scans after a crash: about 30 ms at the scan's ~150 MB/s). Default 4 MiB.
     pub checkpoint_bytes: u64,
+    /// Index entries of durable appends (`Sync`, `Group` syncs, flushes) that may wait for
+    /// one redb commit: reads serve them from memory meanwhile, and a crash loses nothing
+    /// (recovery indexes the log past the last checkpoint). The batch that fills them is
+    /// acknowledged first and its thread commits them after, while the next batch is written.
+    /// Fewer commits cost fewer instructions per event (benches/README.md, run 13); each
+    /// commit takes longer. Default 4096.
+    pub deferred_index_entries: usize,
     /// Limits for validating event JSON.
     pub json_limits: JsonLimits,
     /// When dsh's turn/step/tool invariants are enforced on append. Default `Always`.
@@ -169,6 +176,12 @@ impl Config {
         self
     }
 
+    /// Sets [`Config::deferred_index_entries`].
+    pub fn deferred_index_entries(mut self, entries: usize) -> Config {
+        self.deferred_index_entries = entries;
+        self
+    }
+
     /// Sets [`Config::json_limits`].
     pub fn json_limits(mut self, json_limits: JsonLimits) -> Config {
         self.json_limits = json_limits;
@@ -219,6 +232,9 @@ impl Config {
 /// 1 MiB of log) pays the journal commit the others avoid.
 pub const PREALLOCATE_BYTES: u64 = 1 << 20;
 
+/// The default of [`Config::deferred_index_entries`].
+pub(crate) const DEFERRED_INDEX_ENTRIES: usize = 4096;
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -233,6 +249,7 @@ impl Default for Config {
             compress_threshold: 64,
             zstd_level: 1,
             checkpoint_bytes: 4 << 20,
+            deferred_index_entries: DEFERRED_INDEX_ENTRIES,
             json_limits: JsonLimits::default(),
             invariants: InvariantMode::Always,
             repair_on_resume: true,

@@ -301,6 +301,7 @@ impl Store {
                     compress_threshold: config.compress_threshold,
                     zstd_level: config.zstd_level,
                     checkpoint_bytes: config.checkpoint_bytes,
+                    deferred_index_entries: config.deferred_index_entries,
                     frame_bytes: FRAME_BYTES.min(config.max_frame_bytes as usize),
                     max_record_bytes: config.max_frame_bytes as usize,
                 },

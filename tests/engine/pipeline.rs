@@ -3,7 +3,9 @@
 //! slow records, per file, whether a frame was written while a sync of that file was running
 //! or while an earlier write was still unsynced (either would let the page cache persist a
 //! later frame without an earlier one). Every acknowledged append reads back, in order, after
-//! a reopen.
+//! a reopen. Each test also runs with so few deferred index entries that nearly every batch's
+//! index commit runs after its acknowledgement, beside the next batch's write: appenders read
+//! their events back meanwhile.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -106,8 +108,18 @@ fn slow_sync_fs(log: &Arc<Mutex<Log>>) -> Arc<dyn FileSystem> {
     })
 }
 
+/// Deferred index entries per commit: the default, and so few that nearly every batch's
+/// entries are committed after its acknowledgement, while the next batch is written.
+const DEFERRALS: [usize; 3] = [4096, 1, 5];
+
 #[test]
 fn a_batch_is_written_only_after_the_previous_sync_and_nothing_acknowledged_is_lost() {
+    for deferred in DEFERRALS {
+        batches_in_order_nothing_lost(deferred);
+    }
+}
+
+fn batches_in_order_nothing_lost(deferred: usize) {
     const THREADS: u64 = 16;
     const EVENTS: u64 = 40;
     let dir = tempfile::tempdir().unwrap();
@@ -116,7 +128,10 @@ fn a_batch_is_written_only_after_the_previous_sync_and_nothing_acknowledged_is_l
     let store = Arc::new(
         Store::open(
             dir.path(),
-            config(Durability::Sync).with_fs(fs).compress_threshold(64),
+            config(Durability::Sync)
+                .with_fs(fs)
+                .compress_threshold(64)
+                .deferred_index_entries(deferred),
         )
         .unwrap(),
     );
@@ -129,11 +144,17 @@ fn a_batch_is_written_only_after_the_previous_sync_and_nothing_acknowledged_is_l
         .map(|t| {
             let store = store.clone();
             std::thread::spawn(move || {
+                let id = format!("p{t}");
                 for seq in 0..EVENTS {
-                    let r = store
-                        .append(&format!("p{t}"), synthetic_event(seq, t))
-                        .unwrap();
+                    let r = store.append(&id, synthetic_event(seq, t)).unwrap();
                     assert!(r.durable);
+                    // Read back at once and from earlier, while other threads' index
+                    // commits run: from memory or the index, never missing.
+                    for at in [seq, seq / 2] {
+                        let read: Vec<_> = store.events(&id, at..at + 1).unwrap().collect();
+                        assert_eq!(read.len(), 1, "{id} seq {at} (deferred {deferred})");
+                        assert_eq!(read[0].as_ref().unwrap(), &synthetic_event(at, t));
+                    }
                 }
             })
         })
@@ -167,12 +188,26 @@ fn a_batch_is_written_only_after_the_previous_sync_and_nothing_acknowledged_is_l
 /// every acknowledged event reads back after a reopen.
 #[test]
 fn every_kind_of_waiter_is_woken_and_nothing_acknowledged_is_lost() {
+    for deferred in DEFERRALS {
+        every_waiter_woken(deferred);
+    }
+}
+
+fn every_waiter_woken(deferred: usize) {
     const THREADS: u64 = 12;
     const EVENTS: u64 = 60;
     let dir = tempfile::tempdir().unwrap();
     let slow = Arc::new(Mutex::new(Log::default()));
     let fs = slow_sync_fs(&slow);
-    let store = Arc::new(Store::open(dir.path(), config(Durability::Sync).with_fs(fs)).unwrap());
+    let store = Arc::new(
+        Store::open(
+            dir.path(),
+            config(Durability::Sync)
+                .with_fs(fs)
+                .deferred_index_entries(deferred),
+        )
+        .unwrap(),
+    );
     // `w12` is the GC's: deleted, and not the newest session (so its records may go).
     for name in (0..THREADS + 1)
         .map(|t| format!("w{t}"))

@@ -218,7 +218,11 @@ pub(crate) fn make_config(rng: &mut SimRng, sim: &Arc<SimFs>, family: &Family) -
         .segment_bytes(*rng.pick(&[4096, 8192, 16_384, 65_536]).unwrap())
         .batch_bytes(*rng.pick(&[256, 4096, 65_536]).unwrap())
         .compress_threshold(*rng.pick(&[64, 512, 1 << 20]).unwrap())
-        .checkpoint_bytes(*rng.pick(&[4096, 1 << 40]).unwrap()) // Random workloads do not follow dsh's turn/step invariants (surface rules apply).
+        .checkpoint_bytes(*rng.pick(&[4096, 1 << 40]).unwrap())
+        // Few deferred index entries: most durable batches commit theirs after their
+        // acknowledgement, while the next batch is written.
+        .deferred_index_entries(*rng.pick(&[1, 8, 4096]).unwrap())
+        // Random workloads do not follow dsh's turn/step invariants (surface rules apply).
         .invariants(InvariantMode::Off)
         .with_fs(sim.clone());
     if family.multiframe {

@@ -345,12 +345,13 @@ impl Scenario {
         }
         if trace() {
             eprintln!(
-                "config: {:?}, segment_bytes {}, batch_bytes {}, compress_threshold {}, checkpoint_bytes {}",
+                "config: {:?}, segment_bytes {}, batch_bytes {}, compress_threshold {}, checkpoint_bytes {}, deferred_index_entries {}",
                 self.config.durability,
                 self.config.segment_bytes,
                 self.config.batch_bytes,
                 self.config.compress_threshold,
-                self.config.checkpoint_bytes
+                self.config.checkpoint_bytes,
+                self.config.deferred_index_entries
             );
         }
         let mut slot = Some(self.open().map_err(|e| format!("first open: {e}"))?);
