@@ -195,6 +195,8 @@ fn fuzz_config(sim: &Arc<SimFs>) -> Config {
         .compress_threshold(256)
         .max_frame_bytes(1 << 20)
         .max_event_bytes(1 << 19)
+        // Few deferred index entries: durable batches commit theirs after acknowledging.
+        .deferred_index_entries(4)
         // The synthetic workload does not follow dsh's turn/step invariants.
         .invariants(sessionlog::session::InvariantMode::Off)
         .with_fs(sim.clone())
