@@ -52,6 +52,25 @@ pub(crate) fn failed(o: &Output) -> String {
 
 /// A dsh JSONL session: a turn with a user message of `body_bytes` bytes, and a title.
 fn session_text(id: &str, body_bytes: usize, title: &str) -> String {
+    session_text_with(id, &"x".repeat(body_bytes), title)
+}
+
+/// `n` letters that do not compress (a linear congruential sequence seeded by `seed`).
+fn noise(n: usize, seed: u64) -> String {
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            char::from(b'a' + ((x >> 33) % 26) as u8)
+        })
+        .collect()
+}
+
+fn session_text_with(id: &str, body: &str, title: &str) -> String {
     let header = serde_json::json!({
         "type": "session", "version": 0, "id": id, "createdAt": 1000, "cwd": "/work",
         "delegationDepth": 0,
@@ -59,7 +78,7 @@ fn session_text(id: &str, body_bytes: usize, title: &str) -> String {
     let message = serde_json::json!({
         "type": "user/message", "seq": 1, "time": 2, "surfaceOp": "append",
         "data": {"id": "u1", "role": "user",
-                 "content": [{"type": "text", "text": "x".repeat(body_bytes)}],
+                 "content": [{"type": "text", "text": body}],
                  "source": {"kind": "user"}},
     });
     let title = serde_json::json!({
@@ -89,6 +108,19 @@ fn write_session(dir: &Path, name: &str, id: &str, body_bytes: usize) -> PathBuf
     )
     .unwrap();
     path
+}
+
+/// `n` sessions `s0000..` under `dir/src` whose messages do not compress; returns the root.
+fn many_noisy_sessions(dir: &Path, n: usize, body_bytes: usize) -> PathBuf {
+    let root = dir.join("src");
+    for i in 0..n {
+        let d = root.join(format!("p{i:04}"));
+        std::fs::create_dir_all(&d).unwrap();
+        let id = format!("s{i:04}");
+        let text = session_text_with(&id, &noise(body_bytes, i as u64), &format!("Title of {id}"));
+        std::fs::write(d.join("session.jsonl"), text).unwrap();
+    }
+    root
 }
 
 /// `n` sessions `s0000..` in a tree under `dir/src`; returns the tree's root.
@@ -273,9 +305,11 @@ fn a_full_disk_names_the_cause_first_then_a_count_and_a_few_ids() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let n = 300;
-    let src = many_sessions(tmp.path(), n, 3000);
+    let src = many_noisy_sessions(tmp.path(), n, 3000);
     let store = tmp.path().join("store");
-    // A file-size limit well inside the log, reached by a segment write during the import.
+    // A file-size limit well inside the log, reached by a segment write during the import
+    // (the messages do not compress: about 70 sessions fill 200 KB of log, while the index
+    // stays smaller).
     let o = Command::new("prlimit")
         .arg("--fsize=200000")
         .arg(BIN)
