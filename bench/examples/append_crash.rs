@@ -4,6 +4,7 @@
 //! in `buffered` mode, for the events it covered); kill it with `kill -9` at any moment.
 //! `append_crash check DIR ACKS` reopens the store and checks that every acknowledged event is
 //! there, byte for byte, with nothing after it but a prefix of what was attempted.
+//! `DEFERRED=N` sets `Config::deferred_index_entries` for the writer.
 //!
 //! ```sh
 //! cargo build --release -p sessionlog-bench --example append_crash
@@ -42,7 +43,14 @@ fn write(dir: &str, threads: u64, events: u64, buffered: bool) {
     } else {
         Durability::Sync
     };
-    let store = Arc::new(Store::open(dir, Config::default().durability(durability)).unwrap());
+    let mut config = Config::default().durability(durability);
+    if let Some(entries) = std::env::var("DEFERRED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        config = config.deferred_index_entries(entries);
+    }
+    let store = Arc::new(Store::open(dir, config).unwrap());
     for t in 0..threads {
         if store.session_info(&session_id(t)).is_none() {
             store.create_session(session_header(t)).unwrap();
