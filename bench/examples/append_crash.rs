@@ -44,10 +44,7 @@ fn write(dir: &str, threads: u64, events: u64, buffered: bool) {
         Durability::Sync
     };
     let mut config = Config::default().durability(durability);
-    if let Some(entries) = std::env::var("DEFERRED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
+    if let Some(entries) = std::env::var("DEFERRED").ok().and_then(|v| v.parse().ok()) {
         config = config.deferred_index_entries(entries);
     }
     let store = Arc::new(Store::open(dir, config).unwrap());

@@ -128,6 +128,13 @@ impl Index {
                 .map_err(|e| open_error(path, e))?;
             Index::init(db)
         })?;
+        // The copy gets written (recovery indexes a tail, a session is caught up): a damaged
+        // page met by a commit can make redb panic again while unwinding (freeing the pages
+        // a damaged list names), which aborts the process. redb's integrity check reads every
+        // page's checksum first, so damage is an error here instead (the caller rebuilds the
+        // index from the log, in memory).
+        let mut index = index;
+        index.check_integrity()?;
         let reason = repaired
             .get()
             .then(|| "the last writer did not close the index (it crashed or was killed)".into());
