@@ -536,3 +536,23 @@ fn an_erase_rewrites_a_chain_across_segments_an_earlier_gc_emptied() {
         .run()
         .unwrap_or_else(|e| panic!("multiframe-restart seed {seed}: {e}"));
 }
+
+/// Regression (engine, found by `a_damaged_index_costs_only_a_rebuild` seed 4076 at 1,500
+/// scenarios; a seed replay, so it reproduces with this file's generator as of its commit). A
+/// crash, then 5 bytes of `index.redb` xored, then a read-only open: recovery's commit into
+/// the in-memory copy made redb panic while freeing the pages a damaged freed-page list named,
+/// and the drop of redb's `ExtractIf` panicked again while unwinding, which aborts the process
+/// ("thread caused non-unwinding panic"; no `catch_unwind` stops it). A read-only open now runs
+/// redb's integrity check on its copy first (`Index::open_for_reading`).
+#[test]
+fn a_damaged_freed_page_list_is_an_error_not_an_abort() {
+    let mut family = MAIN;
+    family.durabilities = &[0, 1, 2];
+    family.flips = false;
+    family.new_ops = true;
+    family.index_damage = true;
+    let seed = 4076;
+    Scenario::new(seed, family)
+        .run()
+        .unwrap_or_else(|e| panic!("index-damage seed {seed}: {e}"));
+}
