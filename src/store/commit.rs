@@ -887,16 +887,10 @@ impl Committer {
         keys: Vec<(u64, Seq)>,
         watermark: Watermark,
     ) {
-        let committed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.index.commit(&batch, watermark, false)
-        }))
-        .unwrap_or_else(|_| {
-            Err(crate::error::IndexError::Damaged {
-                table: "index.redb",
-                detail: "redb panicked".into(),
-            })
-        });
-        let failure = committed
+        // `Index::commit` turns a panic inside redb into `IndexError::Damaged`.
+        let failure = self
+            .index
+            .commit(&batch, watermark, false)
             .err()
             .map(|e| WriteFailure::from(AppendError::from(e)));
         turn.clone_from(&failure);

@@ -70,15 +70,8 @@ impl Committer {
             end: SEGMENT_HEADER_LEN,
             last_frame: u64::MAX,
         };
-        let committed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.index.commit(&carry, watermark, true)
-        }))
-        .unwrap_or_else(|_| {
-            Err(crate::error::IndexError::Damaged {
-                table: "index.redb",
-                detail: "redb panicked".into(),
-            })
-        });
+        // `Index::commit` turns a panic inside redb into `IndexError::Damaged`.
+        let committed = self.index.commit(&carry, watermark, true);
         drop(turn);
         let mut st = self.lock();
         st.leader = false;

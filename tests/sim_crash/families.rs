@@ -225,12 +225,17 @@ fn imports_and_batches_in_the_main_workload() {
 /// panic, no wrong answer), and a writable open rebuilds the exact model.
 #[test]
 fn a_damaged_index_costs_only_a_rebuild() {
+    run_family("index-damage", index_damage_family(), 0, 300);
+}
+
+/// The family of [`a_damaged_index_costs_only_a_rebuild`] (its seeds replay elsewhere too).
+pub(crate) fn index_damage_family() -> Family {
     let mut family = MAIN;
     family.durabilities = &[0, 1, 2];
     family.flips = false;
     family.new_ops = true;
     family.index_damage = true;
-    run_family("index-damage", family, 0, 300);
+    family
 }
 
 /// The `gc` family (`gc.rs`): a filled store's GC crashed at each of its file-system

@@ -546,13 +546,8 @@ fn an_erase_rewrites_a_chain_across_segments_an_earlier_gc_emptied() {
 /// redb's integrity check on its copy first (`Index::open_for_reading`).
 #[test]
 fn a_damaged_freed_page_list_is_an_error_not_an_abort() {
-    let mut family = MAIN;
-    family.durabilities = &[0, 1, 2];
-    family.flips = false;
-    family.new_ops = true;
-    family.index_damage = true;
     let seed = 4076;
-    Scenario::new(seed, family)
+    Scenario::new(seed, super::families::index_damage_family())
         .run()
         .unwrap_or_else(|e| panic!("index-damage seed {seed}: {e}"));
 }
