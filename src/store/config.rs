@@ -93,9 +93,10 @@ pub struct Config {
     pub(crate) projection_checkpoints: CheckpointPolicy,
     /// The file system (the seam for fault injection).
     pub(crate) fs: Arc<dyn FileSystem>,
-    /// A read-write open also runs redb's integrity check over `index.redb` and checks every
-    /// index entry's CRC (what `sessionlog recover` does), rebuilding a damaged index from the
-    /// log. Reads the whole index. Default false (damage is still detected when read).
+    /// A read-write open also checks every index entry's CRC (what `sessionlog recover`
+    /// does), rebuilding a damaged index from the log. Every read-write open runs redb's
+    /// integrity check (page checksums) anyway; this reads every entry besides. Default false
+    /// (damage in an entry is still detected when it is read).
     pub check_index: bool,
     /// A retention policy applied when a writable store opens (after recovery); what it
     /// evicted is [`Store::evicted_at_open`](crate::Store::evicted_at_open). Apply it later

@@ -543,7 +543,10 @@ fn an_erase_rewrites_a_chain_across_segments_an_earlier_gc_emptied() {
 /// the in-memory copy made redb panic while freeing the pages a damaged freed-page list named,
 /// and the drop of redb's `ExtractIf` panicked again while unwinding, which aborts the process
 /// ("thread caused non-unwinding panic"; no `catch_unwind` stops it). A read-only open now runs
-/// redb's integrity check on its copy first (`Index::open_for_reading`).
+/// redb's integrity check on its copy first (`Index::open_for_reading`). The same damage met a
+/// plain read-write open's first durable commit (recovery's) and aborted the same way: the sim
+/// opened a damaged index only as `recover` does until session 18; an even seed now opens it
+/// plainly, and every read-write open runs the integrity check first (`Index::open`).
 #[test]
 fn a_damaged_freed_page_list_is_an_error_not_an_abort() {
     let seed = 4076;
