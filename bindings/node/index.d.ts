@@ -47,6 +47,12 @@ export interface StoreOptions {
   gcIntervalMs?: number;
   /** Segment file size before the log rolls over to a new segment (default 64 MiB). */
   segmentBytes?: number;
+  /**
+   * Index entries of durable appends that may wait for one index commit (default 4096, at most
+   * 1048576; 0 commits with every write). Fewer, larger commits cost less CPU per event; the
+   * waiting entries' events stay in memory, and a crash loses none of them (recovery indexes the log).
+   */
+  deferredIndexEntries?: number;
 }
 
 /** What `gc()` did (or, with `dryRun`, would do). */

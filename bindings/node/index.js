@@ -156,7 +156,7 @@ class Store {
     if (o.invariants !== undefined && !INVARIANTS.has(o.invariants)) {
       throw new SessionlogError('INVALID_OPTIONS', `invariants must be 'always', 'debug' or 'off', got ${describe(o.invariants)}`);
     }
-    const known = ['durability', 'groupDelayMs', 'readOnly', 'invariants', 'repairOnResume', 'gcIntervalMs', 'segmentBytes'];
+    const known = ['durability', 'groupDelayMs', 'readOnly', 'invariants', 'repairOnResume', 'gcIntervalMs', 'segmentBytes', 'deferredIndexEntries'];
     for (const k of Object.keys(o)) {
       if (!known.includes(k)) throw new SessionlogError('INVALID_OPTIONS', `unknown store option ${k}`);
     }

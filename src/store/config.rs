@@ -76,7 +76,8 @@ pub struct Config {
     /// (recovery indexes the log past the last checkpoint). The batch that fills them is
     /// acknowledged first and its thread commits them after, while the next batch is written.
     /// Fewer commits cost fewer instructions per event (benches/README.md, run 13); each
-    /// commit takes longer. Default 4096.
+    /// commit takes longer. 0 commits the index with every batch. Default 4096, at most
+    /// 1,048,576 (their events stay in memory until the commit).
     pub deferred_index_entries: usize,
     /// Limits for validating event JSON.
     pub json_limits: JsonLimits,
@@ -236,6 +237,10 @@ pub const PREALLOCATE_BYTES: u64 = 1 << 20;
 /// The default of [`Config::deferred_index_entries`].
 pub(crate) const DEFERRED_INDEX_ENTRIES: usize = 4096;
 
+/// The most [`Config::deferred_index_entries`] accepts: the deferred entries' events are kept
+/// in memory until their commit.
+pub(crate) const MAX_DEFERRED_INDEX_ENTRIES: usize = 1 << 20;
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -271,6 +276,13 @@ pub(super) fn validate_config(c: &Config) -> Result<(), OpenError> {
         return Err(OpenError::Config(format!(
             "segment_bytes {} is below the minimum of 4096",
             c.segment_bytes
+        )));
+    }
+    if c.deferred_index_entries > MAX_DEFERRED_INDEX_ENTRIES {
+        return Err(OpenError::Config(format!(
+            "deferred_index_entries {} is above the maximum of {MAX_DEFERRED_INDEX_ENTRIES} \
+             (their events stay in memory until the index commit)",
+            c.deferred_index_entries
         )));
     }
     if c.max_event_bytes > u64::from(c.max_frame_bytes) / 2 {

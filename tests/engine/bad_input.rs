@@ -192,3 +192,50 @@ fn malformed_events_get_typed_errors_and_change_nothing() {
     );
     assert_eq!(store.get("s", 2).unwrap().unwrap().time, -5);
 }
+
+/// Options out of range are refused at open with a message naming the option, before
+/// anything is created.
+#[test]
+fn options_out_of_range_are_refused_at_open() {
+    let cases = [
+        (Config::default().segment_bytes(100), "segment_bytes 100"),
+        (
+            Config::default().deferred_index_entries((1 << 20) + 1),
+            "deferred_index_entries 1048577 is above the maximum of 1048576",
+        ),
+    ];
+    for (config, message) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let store_dir = dir.path().join("store");
+        match Store::open(&store_dir, config) {
+            Err(sessionlog::error::OpenError::Config(m)) => assert!(m.contains(message), "{m}"),
+            other => panic!("expected a config error, got {other:?}"),
+        }
+        assert!(!store_dir.join("index.redb").exists());
+    }
+    // The bounds themselves are accepted.
+    for config in [
+        Config::default().segment_bytes(4096),
+        Config::default().deferred_index_entries(1 << 20),
+        Config::default().deferred_index_entries(0),
+    ] {
+        let config = config.invariants(sessionlog::InvariantMode::Off);
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), config.clone()).unwrap();
+        store.create_session(SessionHeader::new("s", 1)).unwrap();
+        for seq in 0..6 {
+            store
+                .append("s", crate::common::synthetic_event(seq, 0))
+                .unwrap();
+        }
+        store.close().unwrap();
+        let store = Store::open(dir.path(), config).unwrap();
+        assert_eq!(store.len("s"), Some(6));
+        let read = crate::common::read_all(&store, "s");
+        assert_eq!(
+            read.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            [0, 1, 2, 3, 4, 5]
+        );
+        store.close().unwrap();
+    }
+}

@@ -35,6 +35,7 @@ struct Options {
     repair_on_resume: Option<bool>,
     gc_interval_ms: Option<u64>,
     segment_bytes: Option<u64>,
+    deferred_index_entries: Option<usize>,
 }
 
 const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
@@ -160,6 +161,10 @@ impl Inner {
             .repair_on_resume(o.repair_on_resume.unwrap_or(true));
         let config = match o.segment_bytes {
             Some(n) => config.segment_bytes(n),
+            None => config,
+        };
+        let config = match o.deferred_index_entries {
+            Some(n) => config.deferred_index_entries(n),
             None => config,
         };
         let mut slot = self.open.write().unwrap_or_else(|p| p.into_inner());

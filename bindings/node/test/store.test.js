@@ -211,6 +211,31 @@ test('durability modes and flush; read-only opens refuse writes', async (t) => {
   }
 });
 
+test('deferredIndexEntries: every value in range reads back what was appended; out of range is refused', async (t) => {
+  for (const deferredIndexEntries of [0, 1, 5, 1 << 20]) {
+    const dir = tempDir(t);
+    let store = await Store.open(dir, { deferredIndexEntries });
+    await store.create(meta('d'));
+    let log = [];
+    for (let i = 0; i < 4; i++) {
+      const events = turn(log.length, i + 1);
+      const r = await store.append('d', events);
+      assert.equal(r.durable, true);
+      log = log.concat(events);
+      // Read back at once, while the index entries may still be waiting for their commit.
+      assert.deepEqual(await store.readFrom('d'), log, `${deferredIndexEntries}`);
+    }
+    await store.close();
+    store = await Store.open(dir, { readOnly: true });
+    assert.deepEqual(await store.readFrom('d'), log, `${deferredIndexEntries} after reopen`);
+    await store.close();
+  }
+  const dir = tempDir(t);
+  for (const bad of [-1, 1.5, 'many', (1 << 20) + 1]) {
+    await rejectsWith(Store.open(dir, { deferredIndexEntries: bad }), 'INVALID_OPTIONS');
+  }
+});
+
 test('revisions: stable while unchanged, new after every change, qualified by the store', async (t) => {
   const dirA = tempDir(t);
   const a = await Store.open(dirA);
