@@ -54,7 +54,7 @@ impl Index {
     ///
     /// redb reads its freed-page lists without checking them at the first durable commit,
     /// and a damaged list can make it panic there and again while unwinding, which aborts the
-    /// process (no `catch_unwind` stops that). The check reads the whole file (about 0.5 ms
+    /// process (no `catch_unwind` stops that). The check reads the whole file (about 0.3-0.5 ms
     /// per MB here: `bench/examples/index_check_cost.rs`), so damage is an error at open and
     /// the caller rebuilds the index from the log.
     pub fn open(path: &Path) -> Result<Index, IndexError> {
