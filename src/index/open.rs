@@ -48,32 +48,17 @@ fn memory_backend(bytes: &[u8]) -> Result<redb::backends::InMemoryBackend, Index
 }
 
 impl Index {
-    /// Opens (or creates) `index.redb` for writing, after redb's integrity check (every
-    /// page's checksum). A file redb refuses as corrupt, fails the check, or makes redb panic
-    /// is [`IndexError::Damaged`].
+    /// Opens (or creates) `index.redb` for writing, verifying it as redb opens it (every
+    /// page's checksum: redb's `set_check_integrity_on_open`). A file redb refuses as corrupt,
+    /// fails the check, or makes redb panic is [`IndexError::Damaged`].
     ///
-    /// redb reads its freed-page lists without checking them at the first durable commit,
-    /// and a damaged list can make it panic there and again while unwinding, which aborts the
-    /// process (no `catch_unwind` stops that). The check reads the whole file (about 0.3-0.5 ms
-    /// per MB here: `bench/examples/index_check_cost.rs`), so damage is an error at open and
-    /// the caller rebuilds the index from the log.
+    /// A plain redb open trusts a file that was closed cleanly: it reads the recorded
+    /// allocator state unverified, and at the first durable commit the freed-page lists, where
+    /// damage can make redb panic and panic again while unwinding, which aborts the process
+    /// (no `catch_unwind` stops that). The check reads the whole file (about 0.3-0.5 ms per MB
+    /// here: `bench/examples/index_check_cost.rs`), so damage is an error at open and the
+    /// caller rebuilds the index from the log.
     pub fn open(path: &Path) -> Result<Index, IndexError> {
-        guarded("index.redb", || {
-            let mut db = Database::create(path).map_err(|e| open_error(path, e))?;
-            if let Err(e) = check_db(&mut db) {
-                // Closed without redb's closing commit (on this damage it can abort).
-                super::discard(Db::Write(db));
-                return Err(e);
-            }
-            let mut index = Index::init(db)?;
-            index.path = Some(path.to_path_buf());
-            Ok(index)
-        })
-    }
-
-    /// [`Index::open`], then redb's integrity check (every page checksum of the committed
-    /// trees) and a check of every entry's CRC ([`Index::check_entries`]). For `recover`.
-    pub fn open_checked(path: &Path) -> Result<Index, IndexError> {
         guarded("index.redb", || {
             let db = Builder::new()
                 .set_check_integrity_on_open(true)
@@ -81,6 +66,15 @@ impl Index {
                 .map_err(|e| open_error(path, e))?;
             let mut index = Index::init(db)?;
             index.path = Some(path.to_path_buf());
+            Ok(index)
+        })
+    }
+
+    /// [`Index::open`], then a check of every entry's CRC ([`Index::check_entries`]). For
+    /// `recover`.
+    pub fn open_checked(path: &Path) -> Result<Index, IndexError> {
+        guarded("index.redb", || {
+            let index = Index::open(path)?;
             if index.load()?.format_version == Some(INDEX_FORMAT_VERSION) {
                 index.check_entries()?;
             }
@@ -194,7 +188,14 @@ impl Index {
                 operation: "the integrity check",
             });
         };
-        guarded("index.redb", || check_db(db))
+        guarded("index.redb", || match db.check_integrity() {
+            Ok(clean) => Ok(clean),
+            Err(e) if damage_in(&e) => Err(damaged(
+                "index.redb",
+                format!("redb's integrity check failed: {e}"),
+            )),
+            Err(e) => Err(IndexError::Redb(Box::new(e.into()))),
+        })
     }
 
     /// True when the index accepts commits (a read-write file, or a copy in memory).
@@ -234,19 +235,6 @@ impl Index {
                 operation: "writing",
             }),
         }
-    }
-}
-
-/// redb's integrity check of `db`: `Ok(false)` when redb repaired something, damage as
-/// [`IndexError::Damaged`]. Call it inside [`guarded`].
-fn check_db(db: &mut Database) -> Result<bool, IndexError> {
-    match db.check_integrity() {
-        Ok(clean) => Ok(clean),
-        Err(e) if damage_in(&e) => Err(damaged(
-            "index.redb",
-            format!("redb's integrity check failed: {e}"),
-        )),
-        Err(e) => Err(IndexError::Redb(Box::new(e.into()))),
     }
 }
 
