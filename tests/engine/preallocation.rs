@@ -380,10 +380,17 @@ fn scans_beside_a_writer_that_seals_segments_read_what_is_there() {
             .unwrap();
     }
     let done = Arc::new(AtomicBool::new(false));
+    // The writer waits for a scan every 30 events per session, so that the scans run beside
+    // the appends however the threads are scheduled (a loaded machine ran all 600 appends
+    // before the fourth scan).
+    let scanned = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let writer = {
-        let (store, done) = (store.clone(), done.clone());
+        let (store, done, scanned) = (store.clone(), done.clone(), scanned.clone());
         std::thread::spawn(move || {
             for seq in 0..150 {
+                while scanned.load(Ordering::SeqCst) < (seq / 30) as usize {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
                 for i in 0..4u64 {
                     store
                         .append(&format!("s{i}"), synthetic_event(seq, i))
@@ -407,6 +414,7 @@ fn scans_beside_a_writer_that_seals_segments_read_what_is_there() {
                 .expect("gc beside the writer");
         }
         scans += 1;
+        scanned.store(scans, Ordering::SeqCst);
     }
     writer.join().unwrap();
     assert!(scans > 3, "the scans ran beside the appends: {scans}");
